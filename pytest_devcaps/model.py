@@ -1,0 +1,163 @@
+"""Plain data records shared by every layer: levels, device identities, capability answers."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+
+class Level(str, enum.Enum):
+    """How well a device supports a capability."""
+
+    NATIVE = "native"
+    EMULATED = "emulated"
+    UNSUPPORTED = "unsupported"
+    UNKNOWN = "unknown"
+
+    @property
+    def available(self) -> bool:
+        """True when the capability works at all (natively or by emulation)."""
+        return self in (Level.NATIVE, Level.EMULATED)
+
+    @classmethod
+    def parse(cls, text: str) -> Level:
+        """Parse a level name; raises ValueError listing the valid names."""
+        try:
+            return cls(str(text).strip().lower())
+        except ValueError:
+            valid = ", ".join(level.value for level in cls)
+            raise ValueError(f"invalid level {text!r}; expected one of: {valid}") from None
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class DeviceIdentity:
+    """What a device is.
+
+    ``facts`` holds everything vendor rules may test (``compute_capability``, ``gcn_arch``,
+    ``isa``, ``runtime``...); the named fields are the common, always-present ones.
+    """
+
+    type: str
+    index: int | None
+    vendor: str
+    name: str
+    arch: str
+    memory_bytes: int | None = None
+    count: int = 1
+    torch_version: str = ""
+    runtime_version: str | None = None
+    driver_version: str | None = None
+    facts: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        """The device string torch understands: ``cpu``, ``cuda:0``..."""
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+    def rule_facts(self) -> dict[str, Any]:
+        """The namespace vendor-rule expressions are evaluated against."""
+        facts: dict[str, Any] = {
+            "type": self.type,
+            "index": self.index,
+            "vendor": self.vendor,
+            "name": self.name,
+            "arch": self.arch,
+            "memory_bytes": self.memory_bytes,
+            "memory_gib": None if self.memory_bytes is None else self.memory_bytes / 2**30,
+            "count": self.count,
+            "torch_version": self.torch_version,
+            "runtime_version": self.runtime_version,
+            "driver_version": self.driver_version,
+        }
+        facts.update(self.facts)
+        return facts
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "index": self.index,
+            "vendor": self.vendor,
+            "name": self.name,
+            "arch": self.arch,
+            "memory_bytes": self.memory_bytes,
+            "count": self.count,
+            "torch_version": self.torch_version,
+            "runtime_version": self.runtime_version,
+            "driver_version": self.driver_version,
+            "facts": dict(self.facts),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> DeviceIdentity:
+        return cls(
+            type=data["type"],
+            index=data.get("index"),
+            vendor=data.get("vendor", data["type"]),
+            name=data.get("name", data["type"]),
+            arch=data.get("arch", ""),
+            memory_bytes=data.get("memory_bytes"),
+            count=data.get("count", 1),
+            torch_version=data.get("torch_version", ""),
+            runtime_version=data.get("runtime_version"),
+            driver_version=data.get("driver_version"),
+            facts=dict(data.get("facts") or {}),
+        )
+
+
+@dataclass(frozen=True)
+class CapabilityRecord:
+    """One answer: does ``device`` have ``capability``, how well, why, and who said so.
+
+    ``source`` is one of ``probe``, ``vendor-rule``, ``override:<file>``, ``cli``,
+    ``profile:<name>``, ``hook:<plugin>`` or ``default``.
+    """
+
+    capability: str
+    device: str
+    level: Level
+    reason: str
+    source: str
+
+    @property
+    def available(self) -> bool:
+        return self.level.available
+
+    def describe(self) -> str:
+        """``unsupported (probe: _scaled_mm raised ...)``: the form skip reasons use."""
+        return f"{self.level.value} ({self.source}: {self.reason})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "capability": self.capability,
+            "device": self.device,
+            "level": self.level.value,
+            "reason": self.reason,
+            "source": self.source,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CapabilityRecord:
+        return cls(
+            capability=data["capability"],
+            device=data["device"],
+            level=Level(data["level"]),
+            reason=data.get("reason", ""),
+            source=data.get("source", "default"),
+        )
+
+
+@dataclass(frozen=True)
+class ProbeOutcome:
+    """What one probe observed.
+
+    ``NATIVE`` means "the op ran"; vendor rules decide whether that is native or emulated.
+    ``UNSUPPORTED`` means the op refused to run; ``UNKNOWN`` means the probe could not tell
+    (it crashed, hung, or does not apply to this device).
+    """
+
+    level: Level
+    reason: str
