@@ -1,0 +1,42 @@
+"""Multi-process harness: run a test body on N ranks of any device with its default backend.
+
+Use the ``distributed`` fixture (``DistributedRunner``)::
+
+    def _body(ctx: RankContext, n: int) -> float:   # module level: ranks import it by name
+        ...
+
+    def test_it(distributed):
+        results = distributed.run(_body, 3, world_size=2)
+
+Each rank is a fresh interpreter (never fork) joined through a FileStore in a private
+directory; a rank that raises, crashes or hangs fails the test with every rank's traceback.
+Under torchrun (``RANK``/``WORLD_SIZE`` set) the body runs in-process on each rank instead.
+Timeouts: ``DEVCAPS_DIST_TIMEOUT`` (watchdog, default 300 s) and ``DEVCAPS_DIST_PG_TIMEOUT``
+(process-group collectives, default 120 s, at most 80 % of the watchdog).
+"""
+
+from __future__ import annotations
+
+from pytest_devcaps.distributed.context import RankContext, rank_device
+from pytest_devcaps.distributed.harness import (
+    AllRanksSkipped,
+    DistributedRunError,
+    WorldOptions,
+    spawn_world,
+)
+from pytest_devcaps.distributed.launcher import LaunchInfo, launched_world
+from pytest_devcaps.distributed.runner import DistributedRunner
+from pytest_devcaps.distributed.task import NotImportableError
+
+__all__ = [
+    "AllRanksSkipped",
+    "DistributedRunError",
+    "DistributedRunner",
+    "LaunchInfo",
+    "NotImportableError",
+    "RankContext",
+    "WorldOptions",
+    "launched_world",
+    "rank_device",
+    "spawn_world",
+]

@@ -1,0 +1,16 @@
+"""The ``distributed`` pytest fixture (registered as a plugin module by pytest_devcaps.plugin)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pytest_devcaps.distributed.runner import DistributedRunner
+
+
+@pytest.fixture
+def distributed(device: torch.device, dist_backend: str) -> DistributedRunner:
+    """Run a module-level function on N ranks of the test's device: ``distributed.run(fn, *args,
+    world_size=2)`` returns each rank's return value. Skips when the device has no
+    distributed backend (via ``dist_backend``) or too few devices for the world size."""
+    return DistributedRunner(device=device, backend=dist_backend)

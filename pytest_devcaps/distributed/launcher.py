@@ -1,0 +1,92 @@
+"""Ranks started by an outside launcher (torchrun): run the body in-process on every rank.
+
+torchrun sets ``RANK``/``WORLD_SIZE``/``LOCAL_RANK`` and ``MASTER_ADDR``/``MASTER_PORT``; each
+rank runs the whole pytest session, so ``distributed.run`` calls the function directly and
+all-gathers the outcomes, giving every rank the same list (and the same pass/fail).
+The process group is created on first use and destroyed at interpreter exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import pickle
+import traceback
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+
+from pytest_devcaps.distributed._worker import _skip_reason
+from pytest_devcaps.distributed.context import RankContext, rank_device
+from pytest_devcaps.distributed.devices import device_count, set_device
+from pytest_devcaps.distributed.task import RankOutcome
+
+
+@dataclass(frozen=True)
+class LaunchInfo:
+    """This process's place in a launcher-made world."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+
+
+def launched_world(environ: Mapping[str, str] | None = None) -> LaunchInfo | None:
+    """The launcher's world when RANK and WORLD_SIZE are set, else None."""
+    env = os.environ if environ is None else environ
+    if "RANK" not in env or "WORLD_SIZE" not in env:
+        return None
+    rank = int(env["RANK"])
+    return LaunchInfo(rank=rank, world_size=int(env["WORLD_SIZE"]),
+                      local_rank=int(env.get("LOCAL_RANK", rank)))
+
+
+def _destroy() -> None:
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def ensure_process_group(info: LaunchInfo, device: torch.device, backend: str,
+                         pg_timeout_s: float) -> str | None:
+    """Join the launcher's world once; returns a reason when it cannot serve this request."""
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        current = dist.get_backend()
+        if backend not in str(current).split(","):
+            return f"the launched process group uses backend {current}, this test needs {backend}"
+        return None
+    kwargs: dict[str, Any] = {}
+    if device.type != "cpu":
+        kwargs["device_id"] = device
+    dist.init_process_group(backend=backend, init_method="env://", rank=info.rank,
+                           world_size=info.world_size, timeout=timedelta(seconds=pg_timeout_s),
+                           **kwargs)
+    atexit.register(_destroy)
+    return None
+
+
+def run_in_process(fn: Callable[..., Any], args: Sequence[Any], *, info: LaunchInfo,
+                   device: torch.device, backend: str) -> list[RankOutcome]:
+    """Run ``fn(ctx, *args)`` on this rank and all-gather every rank's outcome."""
+    import torch.distributed as dist
+
+    local = rank_device(device, info.local_rank, device_count(device))
+    if local.type != "cpu":
+        set_device(local)
+    ctx = RankContext(rank=info.rank, world_size=info.world_size, local_rank=info.local_rank,
+                      device=local, backend=backend, spawned=False)
+    try:
+        outcome = RankOutcome(rank=info.rank, status="ok", value=pickle.dumps(fn(ctx, *args)))
+    except BaseException as exc:  # noqa: BLE001 - the other ranks must hear about it
+        reason = _skip_reason(exc)
+        outcome = (RankOutcome(rank=info.rank, status="skipped", message=reason)
+                   if reason is not None else
+                   RankOutcome(rank=info.rank, status="error", message=traceback.format_exc()))
+    gathered: list[Any] = [None] * info.world_size
+    dist.all_gather_object(gathered, outcome)
+    return list(gathered)

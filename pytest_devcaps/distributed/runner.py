@@ -1,0 +1,98 @@
+"""``DistributedRunner``: the object behind the ``distributed`` fixture."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+import pytest
+import torch
+
+from pytest_devcaps.distributed.devices import device_count
+from pytest_devcaps.distributed.harness import (
+    AllRanksSkipped,
+    DistributedRunError,
+    WorldOptions,
+    collect_results,
+    spawn_world,
+)
+from pytest_devcaps.distributed.launcher import (
+    LaunchInfo,
+    ensure_process_group,
+    launched_world,
+    run_in_process,
+)
+from pytest_devcaps.distributed.task import FunctionRef
+
+
+class DistributedRunner:
+    """Runs a module-level function on N ranks of ``device`` with ``backend``.
+
+    ``run(fn, *args, world_size=2)`` calls ``fn(ctx, *args)`` on every rank, ``ctx`` being a
+    :class:`~pytest_devcaps.distributed.RankContext`, and returns the ranks' return values
+    (picklable) in rank order. Outside a launcher each call spawns a fresh world; under
+    torchrun the function runs in this process on each rank. Skips (too few devices, a
+    launcher world of another size) are decided here, before any rank starts.
+    """
+
+    def __init__(self, device: torch.device | str, backend: str, *,
+                 timeout_s: float | None = None, pg_timeout_s: float | None = None,
+                 share_devices: bool = False, launch: LaunchInfo | None = None) -> None:
+        self.device = torch.device(device)
+        self.backend = backend
+        self.timeout_s = timeout_s
+        self.pg_timeout_s = pg_timeout_s
+        self.share_devices = share_devices
+        self.launch = launch if launch is not None else launched_world()
+
+    def run(self, fn: Callable[..., Any], *args: Any, world_size: int = 2,
+            timeout_s: float | None = None, env: Mapping[str, str] | None = None) -> list[Any]:
+        """``fn(ctx, *args)`` on ``world_size`` ranks; the return values by rank."""
+        options = WorldOptions(pg_timeout_s=self.pg_timeout_s, env=dict(env or {}))
+        if timeout_s is not None or self.timeout_s is not None:
+            options.timeout_s = float(timeout_s if timeout_s is not None else self.timeout_s)
+        if self.launch is not None:
+            return self._run_launched(fn, args, world_size, options)
+        self._skip_unless_enough_devices(world_size)
+        try:
+            return spawn_world(fn, args, world_size=world_size, device=self.device,
+                               backend=self.backend, options=options)
+        except AllRanksSkipped as skip:
+            pytest.skip(skip.reason)
+
+    def _skip_unless_enough_devices(self, world_size: int) -> None:
+        if self.device.type == "cpu" or self.share_devices:
+            return
+        count = device_count(self.device)
+        if count < world_size:
+            pytest.skip(
+                f"world size {world_size} needs {world_size} {self.device.type} devices, "
+                f"{count} visible (share_devices=True puts several ranks on one device where "
+                f"backend {self.backend} allows it)")
+
+    def _run_launched(self, fn: Callable[..., Any], args: tuple[Any, ...], world_size: int,
+                      options: WorldOptions) -> list[Any]:
+        launch = self.launch
+        assert launch is not None
+        if launch.world_size != world_size:
+            pytest.skip(f"needs world size {world_size}; the launcher started "
+                        f"{launch.world_size} ranks")
+        ref = FunctionRef.of(fn)
+        reason = ensure_process_group(launch, self.device, self.backend,
+                                      options.effective_pg_timeout())
+        if reason:
+            pytest.skip(reason)
+        outcomes = run_in_process(fn, args, info=launch, device=self.device,
+                                  backend=self.backend)
+        failed = [o for o in outcomes if o.status == "error"]
+        if failed:
+            details = "\n".join(f"----- rank {o.rank}: traceback -----\n{o.message.rstrip()}"
+                                for o in failed)
+            raise DistributedRunError(
+                f"{ref} failed on ranks {[o.rank for o in failed]} of the launched world "
+                f"(rank {launch.rank} of {launch.world_size}, device {self.device}, backend "
+                f"{self.backend})\n{details}")
+        try:
+            return collect_results(ref, outcomes)
+        except AllRanksSkipped as skip:
+            pytest.skip(skip.reason)
+
