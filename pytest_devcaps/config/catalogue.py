@@ -1,0 +1,391 @@
+"""The capability catalogue (``capabilities.yaml``): capability declarations and vendor rules.
+
+Schema::
+
+    devcaps: 1
+    capabilities:
+      dtype.bf16:                       # '<category>.<name>', lower snake_case
+        description: bfloat16 arithmetic
+        probe: dtype.bf16               # builtin probe name, or null when only rules answer
+        implies: [dtype.fp16]           # optional: if this one is available, these must be too
+    vendors:
+      nvidia:                           # DeviceIdentity.vendor, or "*" for every vendor
+        dtype.bf16:
+          - when: "compute_capability >= 8.0"     # optional; a rule expression over facts
+            level: native
+            reason: "bf16 tensor cores need sm_80+; found {arch}"
+          - level: emulated
+            reason: "..."
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.resources
+import json
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping, Sequence, Union
+
+from pytest_devcaps.config.expressions import Expression, compile_expression
+from pytest_devcaps.config.yamlsource import (
+    Where,
+    check_capability_name,
+    check_document,
+    check_keys,
+    expect_list,
+    expect_mapping,
+    expect_str,
+    items,
+    line_of,
+    read_yaml_file,
+)
+from pytest_devcaps.errors import ConfigError, UnknownCapabilityError, did_you_mean
+from pytest_devcaps.model import DeviceIdentity, Level
+
+ANY_VENDOR = "*"
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_VENDOR_PATTERN = re.compile(r"^[a-z][a-z0-9_\-]*$")
+
+
+@dataclass(frozen=True)
+class CapabilitySpec:
+    """One declared capability; ``probe`` names the probe that measures it (None: rules only)."""
+
+    name: str
+    description: str
+    probe: str | None
+    implies: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RuleVerdict:
+    """What a vendor rule, override or profile says about one capability."""
+
+    level: Level
+    reason: str
+
+
+@dataclass(frozen=True)
+class VendorRule:
+    """One vendor rule: when ``when`` holds (or always, without it), the answer is ``level``.
+
+    ``reason`` is a template: ``{fact}`` is replaced by that fact's value.
+    """
+
+    level: Level
+    reason: str
+    when: Expression | None = None
+    file: str | None = None
+    line: int | None = None
+
+    def matches(self, facts: Mapping[str, Any]) -> bool:
+        return self.when is None or self.when.evaluate(facts)
+
+    def verdict(self, facts: Mapping[str, Any]) -> RuleVerdict:
+        return RuleVerdict(self.level, render_reason(self.reason, facts))
+
+
+RulesInput = Union[Mapping[str, Mapping[str, Sequence[VendorRule]]],
+                   Iterable[tuple[str, str, VendorRule]]]
+
+
+def render_reason(template: str, facts: Mapping[str, Any]) -> str:
+    """Substitute ``{identifier}`` with the fact's value (``unknown`` when missing).
+
+    A plain regex substitution on purpose: no attribute or index access as in str.format.
+    """
+
+    def substitute(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in facts:
+            return "unknown"
+        return format_fact(facts[name])
+
+    return _PLACEHOLDER.sub(substitute, template)
+
+
+def format_fact(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return "[" + ", ".join(format_fact(item) for item in value) + "]"
+    return str(value)
+
+
+def _freeze_rules(rules: Mapping[str, Mapping[str, Sequence[VendorRule]]]
+                  ) -> Mapping[str, Mapping[str, tuple[VendorRule, ...]]]:
+    return MappingProxyType({vendor: MappingProxyType({cap: tuple(rule_list)
+                                                       for cap, rule_list in by_cap.items()})
+                             for vendor, by_cap in rules.items()})
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    """Declared capabilities plus per-vendor rules; immutable."""
+
+    capabilities: Mapping[str, CapabilitySpec]
+    rules: Mapping[str, Mapping[str, tuple[VendorRule, ...]]]
+    source: str
+    digest: str
+    _fingerprint: str = field(default="", repr=False, compare=False)
+
+    def names(self) -> list[str]:
+        """All capability names, sorted."""
+        return sorted(self.capabilities)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.capabilities
+
+    def check_name(self, name: str) -> CapabilitySpec:
+        """The spec of ``name``; raises UnknownCapabilityError with the closest valid name."""
+        try:
+            return self.capabilities[name]
+        except (KeyError, TypeError):
+            raise UnknownCapabilityError(str(name), self.capabilities) from None
+
+    def rules_for(self, vendor: str, capability: str) -> tuple[VendorRule, ...]:
+        """The vendor's rules for ``capability`` followed by the ``"*"`` rules."""
+        own = self.rules.get(vendor, {}).get(capability, ())
+        if vendor == ANY_VENDOR:
+            return own
+        return own + self.rules.get(ANY_VENDOR, {}).get(capability, ())
+
+    def with_capabilities(self, specs: Iterable[CapabilitySpec],
+                          rules: RulesInput = ()) -> Catalogue:
+        """A new catalogue with hook-contributed capabilities and rules added.
+
+        Added rules are tried before the existing rules of the same vendor and capability.
+        Re-declaring an existing capability identically is allowed; differently, an error.
+        """
+        capabilities = dict(self.capabilities)
+        added_specs: list[CapabilitySpec] = []
+        for spec in specs:
+            where = Where("<hook>", None, spec.name)
+            check_capability_name(spec.name, where)
+            existing = capabilities.get(spec.name)
+            if existing is not None and existing != spec:
+                raise where.error(f"capability already declared differently in {self.source}")
+            if existing is None:
+                capabilities[spec.name] = spec
+                added_specs.append(spec)
+        for spec in added_specs:
+            _check_implies(spec.name, spec.implies, capabilities, Where("<hook>", None, spec.name))
+
+        triples = _rule_triples(rules)
+        merged = {vendor: dict(by_cap) for vendor, by_cap in self.rules.items()}
+        added: dict[tuple[str, str], list[VendorRule]] = {}
+        for vendor, capability, rule in triples:
+            where = Where("<hook>", None, f"vendors.{vendor}.{capability}")
+            if capability not in capabilities:
+                raise where.error(f"rule for unknown capability {capability!r}"
+                                  f"{did_you_mean(capability, capabilities)}")
+            added.setdefault((vendor, capability), []).append(rule)
+        for (vendor, capability), new_rules in added.items():
+            by_cap = merged.setdefault(vendor, {})
+            by_cap[capability] = tuple(new_rules) + tuple(by_cap.get(capability, ()))
+
+        fingerprint = self._fingerprint + _describe_additions(added_specs, triples)
+        digest = hashlib.sha256(fingerprint.encode("utf-8")).hexdigest()
+        return replace(self, capabilities=MappingProxyType(capabilities),
+                       rules=_freeze_rules(merged), digest=digest, _fingerprint=fingerprint)
+
+
+def _rule_triples(rules: RulesInput) -> list[tuple[str, str, VendorRule]]:
+    if isinstance(rules, Mapping):
+        return [(vendor, capability, rule) for vendor, by_cap in rules.items()
+                for capability, rule_list in by_cap.items() for rule in rule_list]
+    return [tuple(triple) for triple in rules]  # type: ignore[misc]
+
+
+def _describe_additions(specs: Sequence[CapabilitySpec],
+                        triples: Sequence[tuple[str, str, VendorRule]]) -> str:
+    if not specs and not triples:
+        return ""
+    payload = {
+        "capabilities": [[s.name, s.description, s.probe, list(s.implies)] for s in specs],
+        "rules": [[vendor, cap, rule.level.value, rule.reason,
+                   None if rule.when is None else rule.when.text]
+                  for vendor, cap, rule in triples],
+    }
+    return "\n+" + json.dumps(payload, sort_keys=True)
+
+
+def classify(catalogue: Catalogue, identity: DeviceIdentity) -> dict[str, RuleVerdict]:
+    """Per capability, the verdict of the first vendor rule matching the device's facts.
+
+    The device vendor's own rules come first, then the ``"*"`` rules. Capabilities with no
+    matching rule are absent from the result (the caller decides what "no rule" means).
+    """
+    facts = identity.rule_facts()
+    vendor = str(identity.vendor).lower()
+    verdicts: dict[str, RuleVerdict] = {}
+    for capability in catalogue.capabilities:
+        for rule in catalogue.rules_for(vendor, capability):
+            if rule.matches(facts):
+                verdicts[capability] = rule.verdict(facts)
+                break
+    return verdicts
+
+
+# --- parsing -----------------------------------------------------------------------------
+
+def parse_level(value: Any, where: Where) -> Level:
+    """A level name from YAML; the error lists the valid levels."""
+    if not isinstance(value, str):
+        valid = ", ".join(level.value for level in Level)
+        raise where.error(f"expected a level ({valid}), found {value!r}")
+    try:
+        return Level.parse(value)
+    except ValueError as exc:
+        raise where.error(str(exc)) from None
+
+
+def parse_verdict(value: Any, where: Where, default_reason: str) -> RuleVerdict:
+    """``native`` or ``{level: native, reason: "..."}`` (overrides and profile ``fixed:``)."""
+    if isinstance(value, dict):
+        check_keys(value, where, allowed={"level", "reason"}, required={"level"})
+        level = parse_level(value["level"], where.child(value, "level"))
+        reason = default_reason
+        if "reason" in value:
+            reason = expect_str(value["reason"], where.child(value, "reason"))
+        return RuleVerdict(level, reason)
+    return RuleVerdict(parse_level(value, where), default_reason)
+
+
+def capability_key(name: Any, where: Where, known: Mapping[str, Any]) -> str:
+    """A capability name used as a key: valid form and declared in the catalogue."""
+    if name not in known:
+        check_capability_name(name, where)
+        raise where.error(f"unknown capability {name!r}{did_you_mean(str(name), known)}")
+    return name
+
+
+def _parse_capability(name: Any, body: Any, where: Where) -> CapabilitySpec:
+    check_capability_name(name, where)
+    expect_mapping(body, where)
+    check_keys(body, where, allowed={"description", "probe", "implies"},
+               required={"description", "probe"})
+    description = expect_str(body["description"], where.child(body, "description"))
+    probe = body["probe"]
+    if probe is not None:
+        probe = expect_str(probe, where.child(body, "probe"))
+    implies: tuple[str, ...] = ()
+    if "implies" in body:
+        implies_where = where.child(body, "implies")
+        raw = body["implies"]
+        raw_list = [raw] if isinstance(raw, str) else expect_list(raw, implies_where)
+        implies = tuple(expect_str(item, implies_where.child(raw_list, i))
+                        for i, item in enumerate(raw_list))
+    return CapabilitySpec(name=name, description=description.strip(), probe=probe,
+                          implies=implies)
+
+
+def _check_implies(name: str, implies: Sequence[str], known: Mapping[str, Any],
+                   where: Where) -> None:
+    for target in implies:
+        if target == name:
+            raise where.error(f"{name!r} cannot imply itself")
+        if target not in known:
+            raise where.error(f"implies unknown capability {target!r}"
+                              f"{did_you_mean(target, known)}")
+
+
+def _parse_rules(rules_body: Any, where: Where) -> tuple[VendorRule, ...]:
+    expect_list(rules_body, where)
+    if not rules_body:
+        raise where.error("expected at least one rule")
+    parsed: list[VendorRule] = []
+    unconditional_line: int | None = None
+    for index, rule in enumerate(rules_body):
+        rule_where = where.child(rules_body, index)
+        expect_mapping(rule, rule_where)
+        check_keys(rule, rule_where, allowed={"when", "level", "reason"},
+                   required={"level", "reason"})
+        if unconditional_line is not None:
+            raise rule_where.error(f"rule can never apply: the rule on line {unconditional_line} "
+                                   "has no 'when' and always matches first")
+        when = None
+        if "when" in rule:
+            when_where = rule_where.child(rule, "when")
+            text = rule["when"]
+            if isinstance(text, bool):
+                text = "True" if text else "False"
+            expect_str(text, when_where)
+            when = compile_expression(text, file=when_where.file, line=when_where.line,
+                                      key=when_where.key)
+        else:
+            unconditional_line = rule_where.line
+        level = parse_level(rule["level"], rule_where.child(rule, "level"))
+        reason = expect_str(rule["reason"], rule_where.child(rule, "reason")).strip()
+        parsed.append(VendorRule(level=level, reason=reason, when=when, file=where.file,
+                                 line=rule_where.line))
+    return tuple(parsed)
+
+
+def parse_catalogue(document: Any, source: str, raw: bytes) -> Catalogue:
+    """Validate a parsed catalogue document and build the Catalogue."""
+    check_document(document, source, body_keys={"capabilities", "vendors"},
+                   required={"capabilities"})
+    top = Where(source, line_of(document), "")
+    caps_where = top.child(document, "capabilities")
+    caps_body = expect_mapping(document["capabilities"], caps_where)
+    capabilities: dict[str, CapabilitySpec] = {}
+    for name, body, where in items(caps_body, caps_where):
+        capabilities[name] = _parse_capability(name, body, where)
+    for name, body, where in items(caps_body, caps_where):
+        _check_implies(name, capabilities[name].implies, capabilities,
+                       where.child(body, "implies"))
+
+    rules: dict[str, dict[str, tuple[VendorRule, ...]]] = {}
+    if document.get("vendors") is not None:
+        vendors_where = top.child(document, "vendors")
+        vendors_body = expect_mapping(document["vendors"], vendors_where)
+        for vendor, by_cap, vendor_where in items(vendors_body, vendors_where):
+            if vendor != ANY_VENDOR and not (isinstance(vendor, str)
+                                             and _VENDOR_PATTERN.match(vendor)):
+                raise vendor_where.error(
+                    f"invalid vendor name {vendor!r}; expected a lower-case name such as "
+                    "'nvidia' or '*' for every vendor")
+            expect_mapping(by_cap, vendor_where)
+            vendor_rules = rules.setdefault(vendor, {})
+            for capability, rules_body, cap_where in items(by_cap, vendor_where):
+                capability_key(capability, cap_where, capabilities)
+                vendor_rules[capability] = _parse_rules(rules_body, cap_where)
+
+    fingerprint = hashlib.sha256(raw).hexdigest()
+    return Catalogue(capabilities=MappingProxyType(capabilities), rules=_freeze_rules(rules),
+                     source=source, digest=fingerprint, _fingerprint=fingerprint)
+
+
+def shipped_catalogue_path() -> Path:
+    """The ``capabilities.yaml`` shipped with the package (the repository root in a checkout)."""
+    resource = importlib.resources.files("pytest_devcaps").joinpath("capabilities.yaml")
+    path = Path(str(resource))
+    if path.is_file():
+        return path
+    return Path(__file__).resolve().parents[2] / "capabilities.yaml"
+
+
+@functools.lru_cache(maxsize=1)
+def _shipped_catalogue(path: Path, mtime_ns: int) -> Catalogue:
+    return parse_catalogue(*read_yaml_file(path))
+
+
+def load_catalogue(path: str | Path | None = None) -> Catalogue:
+    """Load and validate a catalogue; None means the shipped ``capabilities.yaml``."""
+    if path is None:
+        shipped = shipped_catalogue_path()
+        try:
+            mtime = shipped.stat().st_mtime_ns
+        except OSError:
+            raise ConfigError("the shipped capabilities.yaml is missing from the installation",
+                              file=str(shipped)) from None
+        return _shipped_catalogue(shipped, mtime)
+    return parse_catalogue(*read_yaml_file(path))
+

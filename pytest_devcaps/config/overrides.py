@@ -1,0 +1,127 @@
+"""User override files: fix capability answers for matching devices.
+
+Schema::
+
+    devcaps: 1
+    overrides:
+      - match: {vendor: nvidia, arch: [sm_90, sm_100]}   # fact == value; a list = any of
+        when: "cuda_version >= '12.8'"                    # optional rule expression (AND)
+        set:
+          dtype.fp8_e4m3fn: unsupported
+          attention.flash: {level: emulated, reason: "driver bug 1234"}
+
+An entry without ``match`` and ``when`` applies to every device. When the matched fact is
+itself a list (``isa``), the entry matches if any listed value is in it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping, Sequence
+
+from pytest_devcaps.config.catalogue import Catalogue, RuleVerdict, capability_key, parse_verdict
+from pytest_devcaps.config.expressions import Expression, compile_expression, contains, facts_equal
+from pytest_devcaps.config.yamlsource import (
+    Where,
+    check_document,
+    check_identifier,
+    check_keys,
+    expect_list,
+    expect_mapping,
+    expect_str,
+    items,
+    line_of,
+    read_yaml_file,
+    type_name,
+)
+from pytest_devcaps.model import DeviceIdentity
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+@dataclass(frozen=True)
+class OverrideEntry:
+    """One ``overrides:`` item: which devices it matches and the answers it sets."""
+
+    file: str
+    line: int | None
+    match: Mapping[str, tuple[Any, ...]]
+    when: Expression | None
+    settings: Mapping[str, RuleVerdict]
+
+    def matches(self, identity: DeviceIdentity) -> bool:
+        """True when every ``match`` fact has one of its values and ``when`` holds."""
+        facts = identity.rule_facts()
+        for name, accepted in self.match.items():
+            if not any(fact_matches(facts.get(name), value) for value in accepted):
+                return False
+        return self.when is None or self.when.evaluate(facts)
+
+
+def fact_matches(actual: Any, expected: Any) -> bool:
+    """``match:`` semantics: equality, or membership when the fact is a list (``isa``)."""
+    if isinstance(actual, (list, tuple)) and not isinstance(expected, (list, tuple)):
+        return contains(actual, expected)
+    return facts_equal(actual, expected)
+
+
+def parse_match(value: Any, where: Where) -> Mapping[str, tuple[Any, ...]]:
+    """A ``match:`` mapping: fact name -> scalar or list of scalars (any of)."""
+    expect_mapping(value, where)
+    parsed: dict[str, tuple[Any, ...]] = {}
+    for name, accepted, fact_where in items(value, where):
+        check_identifier(name, fact_where)
+        options = list(accepted) if isinstance(accepted, list) else [accepted]
+        if not options:
+            raise fact_where.error("expected a value or a non-empty list of values")
+        for option in options:
+            if not isinstance(option, _SCALARS):
+                raise fact_where.error(
+                    f"expected a scalar or a list of scalars, found {type_name(option)}")
+        parsed[name] = tuple(options)
+    return MappingProxyType(parsed)
+
+
+def _parse_entry(entry: Any, where: Where, catalogue: Catalogue) -> OverrideEntry:
+    expect_mapping(entry, where)
+    check_keys(entry, where, allowed={"match", "when", "set"}, required={"set"})
+    match: Mapping[str, tuple[Any, ...]] = MappingProxyType({})
+    if entry.get("match") is not None:
+        match = parse_match(entry["match"], where.child(entry, "match"))
+    when = None
+    if "when" in entry:
+        when_where = where.child(entry, "when")
+        text = expect_str(entry["when"], when_where)
+        when = compile_expression(text, file=when_where.file, line=when_where.line,
+                                  key=when_where.key)
+    set_where = where.child(entry, "set")
+    body = expect_mapping(entry["set"], set_where)
+    if not body:
+        raise set_where.error("expected at least one 'capability: level' entry")
+    settings: dict[str, RuleVerdict] = {}
+    for capability, value, cap_where in items(body, set_where):
+        capability_key(capability, cap_where, catalogue.capabilities)
+        settings[capability] = parse_verdict(value, cap_where,
+                                             f"set in {where.file}:{cap_where.line}")
+    return OverrideEntry(file=where.file, line=where.line, match=match, when=when,
+                         settings=MappingProxyType(settings))
+
+
+def parse_overrides(document: Any, source: str, catalogue: Catalogue) -> list[OverrideEntry]:
+    """Validate one parsed override document."""
+    check_document(document, source, body_keys={"overrides"}, required={"overrides"})
+    where = Where(source, line_of(document), "").child(document, "overrides")
+    entries = expect_list(document["overrides"], where)
+    return [_parse_entry(entry, where.child(entries, index), catalogue)
+            for index, entry in enumerate(entries)]
+
+
+def load_overrides(paths: Sequence[str | Path], catalogue: Catalogue) -> list[OverrideEntry]:
+    """All entries of the given files, in file order then entry order (later ones win)."""
+    entries: list[OverrideEntry] = []
+    for path in paths:
+        document, source, _ = read_yaml_file(path)
+        entries.extend(parse_overrides(document, source, catalogue))
+    return entries

@@ -1,0 +1,192 @@
+"""Device profiles: described hardware, so selection and reports can run without the device.
+
+Schema::
+
+    devcaps: 1
+    profile:
+      name: nvidia-h100
+      description: NVIDIA H100 SXM 80GB
+      devices:
+        - {type: cuda, vendor: nvidia, name: "NVIDIA H100 80GB HBM3", arch: sm_90,
+           memory_gib: 80, count: 8,
+           facts: {compute_capability: 9.0, sm: 90, cuda_version: "12.8"}}
+      fixed: {}        # optional: capability -> level or {level, reason}
+
+Device keys: ``type`` and ``arch`` (required), ``vendor`` (default: the type), ``name``
+(default: the type), ``index`` (default: None for cpu, else 0), ``memory_gib`` or
+``memory_bytes``, ``count`` (default 1), ``torch_version``, ``runtime_version``,
+``driver_version`` and ``facts`` (fact name -> scalar or list of scalars).
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from pytest_devcaps.config.catalogue import Catalogue, RuleVerdict, capability_key, parse_verdict
+from pytest_devcaps.config.yamlsource import (
+    Where,
+    check_document,
+    check_identifier,
+    check_keys,
+    expect_int,
+    expect_list,
+    expect_mapping,
+    expect_number,
+    expect_str,
+    items,
+    line_of,
+    read_yaml_file,
+    type_name,
+)
+from pytest_devcaps.errors import ConfigError, did_you_mean
+from pytest_devcaps.model import DeviceIdentity
+
+_PROFILE_KEYS = {"name", "description", "devices", "fixed"}
+_DEVICE_KEYS = {"type", "index", "vendor", "name", "arch", "memory_gib", "memory_bytes", "count",
+                "torch_version", "runtime_version", "driver_version", "facts"}
+# Facts that DeviceIdentity.rule_facts() derives from the named fields; set those fields instead.
+_COMMON_FACTS = {"type", "index", "vendor", "name", "arch", "memory_bytes", "memory_gib", "count",
+                 "torch_version", "runtime_version", "driver_version"}
+_SCALARS = (str, int, float, bool, type(None))
+
+
+@dataclass(frozen=True)
+class DeviceProfile:
+    """A described machine: its devices and any answers fixed regardless of vendor rules."""
+
+    name: str
+    description: str
+    identities: tuple[DeviceIdentity, ...]
+    fixed: Mapping[str, RuleVerdict]
+    source: str
+
+
+def _profiles_dir() -> Path:
+    return Path(str(importlib.resources.files("pytest_devcaps").joinpath("profiles")))
+
+
+def list_profiles() -> list[str]:
+    """Names of the shipped profiles (``nvidia-h100``, ``amd-mi300x``, ...), sorted."""
+    directory = _profiles_dir()
+    if not directory.is_dir():
+        return []
+    return sorted(path.stem for path in directory.glob("*.yaml"))
+
+
+def _optional_str(device: Mapping[str, Any], key: str, where: Where) -> str | None:
+    if device.get(key) is None:
+        return None
+    value = device[key]
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)  # `torch_version: 2.13` is a forgivable YAML float
+    return expect_str(value, where.child(device, key))
+
+
+def _parse_facts(value: Any, where: Where) -> dict[str, Any]:
+    expect_mapping(value, where)
+    facts: dict[str, Any] = {}
+    for name, fact, fact_where in items(value, where):
+        check_identifier(name, fact_where)
+        if name in _COMMON_FACTS:
+            raise fact_where.error(f"{name!r} is a device field; set it next to 'type', "
+                                   "not under 'facts'")
+        values = fact if isinstance(fact, list) else [fact]
+        for item in values:
+            if not isinstance(item, _SCALARS):
+                raise fact_where.error(
+                    f"expected a scalar or a list of scalars, found {type_name(item)}")
+        facts[name] = list(fact) if isinstance(fact, list) else fact
+    return facts
+
+
+def _parse_device(device: Any, where: Where) -> DeviceIdentity:
+    expect_mapping(device, where)
+    check_keys(device, where, allowed=_DEVICE_KEYS, required={"type", "arch"})
+    device_type = check_identifier(device["type"], where.child(device, "type"), "device type")
+    if device_type != device_type.lower():
+        raise where.child(device, "type").error("device types are lower case, e.g. 'cuda'")
+    vendor = expect_str(device.get("vendor", device_type), where.child(device, "vendor")).lower()
+    name = expect_str(device.get("name", device_type), where.child(device, "name"))
+    arch = expect_str(device["arch"], where.child(device, "arch"))
+    index: int | None = None if device_type == "cpu" else 0
+    if "index" in device:
+        index = None if device["index"] is None else expect_int(
+            device["index"], where.child(device, "index"), minimum=0)
+    if "memory_gib" in device and "memory_bytes" in device:
+        raise where.child(device, "memory_bytes").error(
+            "give either 'memory_gib' or 'memory_bytes', not both")
+    memory_bytes: int | None = None
+    if device.get("memory_bytes") is not None:
+        memory_bytes = expect_int(device["memory_bytes"], where.child(device, "memory_bytes"),
+                                  minimum=0)
+    elif device.get("memory_gib") is not None:
+        gib = expect_number(device["memory_gib"], where.child(device, "memory_gib"))
+        if gib < 0:
+            raise where.child(device, "memory_gib").error("must not be negative")
+        memory_bytes = int(gib * 2**30)
+    count = 1
+    if "count" in device:
+        count = expect_int(device["count"], where.child(device, "count"), minimum=1)
+    facts: dict[str, Any] = {}
+    if device.get("facts") is not None:
+        facts = _parse_facts(device["facts"], where.child(device, "facts"))
+    return DeviceIdentity(
+        type=device_type, index=index, vendor=vendor, name=name, arch=arch,
+        memory_bytes=memory_bytes, count=count,
+        torch_version=_optional_str(device, "torch_version", where) or "",
+        runtime_version=_optional_str(device, "runtime_version", where),
+        driver_version=_optional_str(device, "driver_version", where),
+        facts=MappingProxyType(facts),
+    )
+
+
+def parse_profile(document: Any, source: str, catalogue: Catalogue) -> DeviceProfile:
+    """Validate one parsed profile document."""
+    check_document(document, source, body_keys={"profile"}, required={"profile"})
+    where = Where(source, line_of(document), "").child(document, "profile")
+    body = expect_mapping(document["profile"], where)
+    check_keys(body, where, allowed=_PROFILE_KEYS, required={"name", "devices"})
+    name = expect_str(body["name"], where.child(body, "name")).strip()
+    description = ""
+    if body.get("description") is not None:
+        description = expect_str(body["description"], where.child(body, "description")).strip()
+    devices_where = where.child(body, "devices")
+    devices = expect_list(body["devices"], devices_where)
+    if not devices:
+        raise devices_where.error("expected at least one device")
+    identities = tuple(_parse_device(device, devices_where.child(devices, index))
+                       for index, device in enumerate(devices))
+    fixed: dict[str, RuleVerdict] = {}
+    if body.get("fixed") is not None:
+        fixed_where = where.child(body, "fixed")
+        for capability, value, cap_where in items(expect_mapping(body["fixed"], fixed_where),
+                                                  fixed_where):
+            capability_key(capability, cap_where, catalogue.capabilities)
+            fixed[capability] = parse_verdict(value, cap_where, f"fixed by profile {name}")
+    return DeviceProfile(name=name, description=description, identities=identities,
+                         fixed=MappingProxyType(fixed), source=source)
+
+
+def _looks_like_path(text: str) -> bool:
+    return text.endswith((".yaml", ".yml")) or "/" in text or "\\" in text
+
+
+def load_profile(name_or_path: str | Path, catalogue: Catalogue) -> DeviceProfile:
+    """Load a shipped profile by name (``nvidia-h100``) or any profile file by path."""
+    if isinstance(name_or_path, Path) or _looks_like_path(str(name_or_path)) or Path(
+            str(name_or_path)).is_file():
+        path = Path(name_or_path)
+    else:
+        shipped = list_profiles()
+        if name_or_path not in shipped:
+            raise ConfigError(
+                f"unknown device profile {name_or_path!r}{did_you_mean(name_or_path, shipped)}; "
+                f"shipped profiles: {', '.join(shipped)} (or give a path to a .yaml file)",
+                key="profile")
+        path = _profiles_dir() / f"{name_or_path}.yaml"
+    document, source, _ = read_yaml_file(path)
+    return parse_profile(document, source, catalogue)
