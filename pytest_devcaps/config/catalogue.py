@@ -129,11 +129,10 @@ def _freeze_rules(rules: Mapping[str, Mapping[str, Sequence[VendorRule]]]
 class Catalogue:
     """Declared capabilities plus per-vendor rules; immutable."""
 
-    capabilities: Mapping[str, CapabilitySpec]
-    rules: Mapping[str, Mapping[str, tuple[VendorRule, ...]]]
+    capabilities: Mapping[str, CapabilitySpec] = field(compare=False)
+    rules: Mapping[str, Mapping[str, tuple[VendorRule, ...]]] = field(compare=False, repr=False)
     source: str
-    digest: str
-    _fingerprint: str = field(default="", repr=False, compare=False)
+    digest: str  # equal digests mean equal content, so equality and hashing use it
 
     def names(self) -> list[str]:
         """All capability names, sorted."""
@@ -190,10 +189,12 @@ class Catalogue:
             by_cap = merged.setdefault(vendor, {})
             by_cap[capability] = tuple(new_rules) + tuple(by_cap.get(capability, ()))
 
-        fingerprint = self._fingerprint + _describe_additions(added_specs, triples)
-        digest = hashlib.sha256(fingerprint.encode("utf-8")).hexdigest()
+        digest = self.digest
+        if added_specs or triples:
+            additions = _describe_additions(added_specs, triples)
+            digest = hashlib.sha256(f"{self.digest}\n{additions}".encode("utf-8")).hexdigest()
         return replace(self, capabilities=MappingProxyType(capabilities),
-                       rules=_freeze_rules(merged), digest=digest, _fingerprint=fingerprint)
+                       rules=_freeze_rules(merged), digest=digest)
 
 
 def _rule_triples(rules: RulesInput) -> list[tuple[str, str, VendorRule]]:
@@ -205,15 +206,13 @@ def _rule_triples(rules: RulesInput) -> list[tuple[str, str, VendorRule]]:
 
 def _describe_additions(specs: Sequence[CapabilitySpec],
                         triples: Sequence[tuple[str, str, VendorRule]]) -> str:
-    if not specs and not triples:
-        return ""
     payload = {
         "capabilities": [[s.name, s.description, s.probe, list(s.implies)] for s in specs],
         "rules": [[vendor, cap, rule.level.value, rule.reason,
                    None if rule.when is None else rule.when.text]
                   for vendor, cap, rule in triples],
     }
-    return "\n+" + json.dumps(payload, sort_keys=True)
+    return json.dumps(payload, sort_keys=True)
 
 
 def classify(catalogue: Catalogue, identity: DeviceIdentity) -> dict[str, RuleVerdict]:
@@ -358,9 +357,8 @@ def parse_catalogue(document: Any, source: str, raw: bytes) -> Catalogue:
                 capability_key(capability, cap_where, capabilities)
                 vendor_rules[capability] = _parse_rules(rules_body, cap_where)
 
-    fingerprint = hashlib.sha256(raw).hexdigest()
     return Catalogue(capabilities=MappingProxyType(capabilities), rules=_freeze_rules(rules),
-                     source=source, digest=fingerprint, _fingerprint=fingerprint)
+                     source=source, digest=hashlib.sha256(raw).hexdigest())
 
 
 def shipped_catalogue_path() -> Path:

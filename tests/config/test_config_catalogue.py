@@ -132,3 +132,16 @@ def test_reason_templates_substitute_facts_only(catalogue: Catalogue) -> None:
     device = _device(isa=["avx2", "amx_bf16"], cudnn_version=None)
     assert rule.verdict(device.rule_facts()).reason == (
         "v1 [avx2, amx_bf16] none unknown {arch.__class__} {0} {v1}")
+
+
+def test_catalogue_is_hashable_and_compared_by_content(catalogue: Catalogue) -> None:
+    import hashlib
+
+    raw = Path(catalogue.source).read_bytes()
+    assert catalogue.digest == hashlib.sha256(raw).hexdigest()
+    same = load_catalogue(catalogue.source)
+    assert same == catalogue and hash(same) == hash(catalogue)
+    extended = catalogue.with_capabilities([CapabilitySpec("vendor.op", "x", None)])
+    assert extended != catalogue and extended.digest != catalogue.digest
+    # Adding nothing changes nothing.
+    assert catalogue.with_capabilities([]).digest == catalogue.digest
