@@ -27,11 +27,11 @@ import json
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any, Iterable, Mapping, Sequence, Union
 
 from pytest_devcaps.config.expressions import Expression, compile_expression
 from pytest_devcaps.config.yamlsource import (
+    FrozenMap,
     Where,
     check_capability_name,
     check_document,
@@ -120,7 +120,7 @@ def format_fact(value: Any) -> str:
 
 def _freeze_rules(rules: Mapping[str, Mapping[str, Sequence[VendorRule]]]
                   ) -> Mapping[str, Mapping[str, tuple[VendorRule, ...]]]:
-    return MappingProxyType({vendor: MappingProxyType({cap: tuple(rule_list)
+    return FrozenMap({vendor: FrozenMap({cap: tuple(rule_list)
                                                        for cap, rule_list in by_cap.items()})
                              for vendor, by_cap in rules.items()})
 
@@ -193,15 +193,19 @@ class Catalogue:
         if added_specs or triples:
             additions = _describe_additions(added_specs, triples)
             digest = hashlib.sha256(f"{self.digest}\n{additions}".encode("utf-8")).hexdigest()
-        return replace(self, capabilities=MappingProxyType(capabilities),
+        return replace(self, capabilities=FrozenMap(capabilities),
                        rules=_freeze_rules(merged), digest=digest)
 
 
 def _rule_triples(rules: RulesInput) -> list[tuple[str, str, VendorRule]]:
+    """Hook rules as ``(vendor, capability, rule)``, vendor names lower-cased like identities."""
     if isinstance(rules, Mapping):
-        return [(vendor, capability, rule) for vendor, by_cap in rules.items()
-                for capability, rule_list in by_cap.items() for rule in rule_list]
-    return [tuple(triple) for triple in rules]  # type: ignore[misc]
+        triples = [(vendor, capability, rule) for vendor, by_cap in rules.items()
+                   for capability, rule_list in by_cap.items() for rule in rule_list]
+    else:
+        triples = [(vendor, capability, rule) for vendor, capability, rule in rules]
+    return [(vendor if vendor == ANY_VENDOR else vendor.lower(), capability, rule)
+            for vendor, capability, rule in triples]
 
 
 def _describe_additions(specs: Sequence[CapabilitySpec],
@@ -357,7 +361,7 @@ def parse_catalogue(document: Any, source: str, raw: bytes) -> Catalogue:
                 capability_key(capability, cap_where, capabilities)
                 vendor_rules[capability] = _parse_rules(rules_body, cap_where)
 
-    return Catalogue(capabilities=MappingProxyType(capabilities), rules=_freeze_rules(rules),
+    return Catalogue(capabilities=FrozenMap(capabilities), rules=_freeze_rules(rules),
                      source=source, digest=hashlib.sha256(raw).hexdigest())
 
 

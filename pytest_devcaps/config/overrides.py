@@ -18,12 +18,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any, Mapping, Sequence
 
 from pytest_devcaps.config.catalogue import Catalogue, RuleVerdict, capability_key, parse_verdict
 from pytest_devcaps.config.expressions import Expression, compile_expression, contains, facts_equal
 from pytest_devcaps.config.yamlsource import (
+    FrozenMap,
     Where,
     check_document,
     check_identifier,
@@ -81,13 +81,13 @@ def parse_match(value: Any, where: Where) -> Mapping[str, tuple[Any, ...]]:
                 raise fact_where.error(
                     f"expected a scalar or a list of scalars, found {type_name(option)}")
         parsed[name] = tuple(options)
-    return MappingProxyType(parsed)
+    return FrozenMap(parsed)
 
 
 def _parse_entry(entry: Any, where: Where, catalogue: Catalogue) -> OverrideEntry:
     expect_mapping(entry, where)
     check_keys(entry, where, allowed={"match", "when", "set"}, required={"set"})
-    match: Mapping[str, tuple[Any, ...]] = MappingProxyType({})
+    match: Mapping[str, tuple[Any, ...]] = FrozenMap({})
     if entry.get("match") is not None:
         match = parse_match(entry["match"], where.child(entry, "match"))
     when = None
@@ -106,7 +106,7 @@ def _parse_entry(entry: Any, where: Where, catalogue: Catalogue) -> OverrideEntr
         settings[capability] = parse_verdict(value, cap_where,
                                              f"set in {where.file}:{cap_where.line}")
     return OverrideEntry(file=where.file, line=where.line, match=match, when=when,
-                         settings=MappingProxyType(settings))
+                         settings=FrozenMap(settings))
 
 
 def parse_overrides(document: Any, source: str, catalogue: Catalogue) -> list[OverrideEntry]:

@@ -23,11 +23,11 @@ from __future__ import annotations
 import importlib.resources
 from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any, Mapping
 
 from pytest_devcaps.config.catalogue import Catalogue, RuleVerdict, capability_key, parse_verdict
 from pytest_devcaps.config.yamlsource import (
+    FrozenMap,
     Where,
     check_document,
     check_identifier,
@@ -140,7 +140,7 @@ def _parse_device(device: Any, where: Where) -> DeviceIdentity:
         torch_version=_optional_str(device, "torch_version", where) or "",
         runtime_version=_optional_str(device, "runtime_version", where),
         driver_version=_optional_str(device, "driver_version", where),
-        facts=MappingProxyType(facts),
+        facts=facts,
     )
 
 
@@ -168,7 +168,7 @@ def parse_profile(document: Any, source: str, catalogue: Catalogue) -> DevicePro
             capability_key(capability, cap_where, catalogue.capabilities)
             fixed[capability] = parse_verdict(value, cap_where, f"fixed by profile {name}")
     return DeviceProfile(name=name, description=description, identities=identities,
-                         fixed=MappingProxyType(fixed), source=source)
+                         fixed=FrozenMap(fixed), source=source)
 
 
 def _looks_like_path(text: str) -> bool:

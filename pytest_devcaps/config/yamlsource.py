@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Collection, Iterator, Mapping
+from typing import Any, Collection, Iterator, Mapping, TypeVar
 
 import yaml
 
@@ -20,6 +20,34 @@ from pytest_devcaps.errors import ConfigError, did_you_mean
 SCHEMA_VERSION = 1
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]*\.[a-z0-9][a-z0-9_]*$")
 IDENTIFIER_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class FrozenMap(Mapping[K, V]):
+    """A read-only mapping that, unlike MappingProxyType, pickles (for worker processes)."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping[K, V] | None = None) -> None:
+        object.__setattr__(self, "_data", dict(data or {}))
+
+    def __getitem__(self, key: K) -> V:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[K]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        return f"FrozenMap({self._data!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (FrozenMap, (self._data,))
 
 
 class LineDict(dict):

@@ -40,7 +40,10 @@ def test_shipped_names_probes_and_implications_are_well_formed(catalogue: Catalo
         # A builtin probe is named exactly like the capability it serves.
         assert spec.probe in (None, name)
         assert all(target in catalogue.capabilities for target in spec.implies)
-    assert catalogue.capabilities["dist.hccl"].probe is None
+    from pytest_devcaps.probes import builtin_probes
+
+    # Every shipped probe name exists among the builtin probes (importing them is torch-free).
+    assert {spec.probe for spec in catalogue.capabilities.values()} - {None} <= set(builtin_probes())
     assert "mm.scaled" in catalogue.capabilities["mm.scaled_rowwise"].implies
 
 
@@ -145,3 +148,18 @@ def test_catalogue_is_hashable_and_compared_by_content(catalogue: Catalogue) -> 
     assert extended != catalogue and extended.digest != catalogue.digest
     # Adding nothing changes nothing.
     assert catalogue.with_capabilities([]).digest == catalogue.digest
+
+
+def test_config_objects_pickle_for_worker_processes(catalogue: Catalogue) -> None:
+    import pickle
+
+    from pytest_devcaps.config import load_profile
+
+    extended = catalogue.with_capabilities(
+        [], [("NVIDIA", "dtype.fp64", VendorRule(Level.UNKNOWN, "r", compile_expression("sm > 1")))])
+    assert "nvidia" in extended.rules  # vendor names are lower-cased like identities
+    clone = pickle.loads(pickle.dumps(extended))
+    assert clone == extended and dict(clone.capabilities) == dict(extended.capabilities)
+    h100 = load_profile("nvidia-h100", catalogue)
+    assert pickle.loads(pickle.dumps(h100)) == h100
+    assert classify(clone, h100.identities[0]) == classify(extended, h100.identities[0])
