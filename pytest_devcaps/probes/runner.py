@@ -1,0 +1,234 @@
+"""Runs probes for one device in an isolated child process, surviving crashes and hangs."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import IO, Any, Mapping, Sequence
+
+from pytest_devcaps.model import Level, ProbeOutcome
+from pytest_devcaps.probes.base import ProbeSpec, brief
+
+#: Seconds a fresh child may take to import torch and the probe modules before "ready".
+STARTUP_TIMEOUT = 120.0
+
+#: Modules the child imports before ``ready`` (so importing torch is not part of a probe's time).
+PRELOAD: tuple[str, ...] = ("torch",)
+
+_BOOTSTRAP = (
+    "import json, sys; sys.path[:0] = json.loads(sys.argv[1]); "
+    "from pytest_devcaps.probes._child import serve; serve()"
+)
+
+# Counting devices through NVML keeps a parent-side check from creating a CUDA context.
+_CHILD_ENV = {"PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
+
+
+def run_probes(device: str, specs: Mapping[str, ProbeSpec], *, timeout: float = 10.0,
+               sys_path: Sequence[str] | None = None) -> dict[str, ProbeOutcome]:
+    """Answer every probe in ``specs`` (keyed by capability) for the torch ``device`` string.
+
+    Isolated probes run in one child process, ``timeout`` seconds each; a probe that crashes,
+    exits or hangs is answered ``UNKNOWN`` and a new child takes the remaining ones.
+    Non-isolated probes run in this process. Never raises.
+    """
+    results: dict[str, ProbeOutcome] = {}
+    isolated = [(name, spec) for name, spec in specs.items() if spec.isolated]
+    try:
+        results.update(_run_isolated(device, isolated, timeout, sys_path))
+    except Exception as exc:  # a bug here must not take the test session down
+        for name, _ in isolated:
+            results.setdefault(name, ProbeOutcome(Level.UNKNOWN, f"probe runner failed: {brief(exc)}"))
+    for name, spec in specs.items():
+        if not spec.isolated:
+            results[name] = run_in_process(spec, device)
+    return {name: results[name] for name in specs}
+
+
+def run_in_process(spec: ProbeSpec, device: str) -> ProbeOutcome:
+    """Call one probe here, turning anything it raises into ``UNKNOWN``."""
+    try:
+        outcome = spec.function(device)
+    except Exception as exc:
+        return ProbeOutcome(Level.UNKNOWN, f"probe raised {brief(exc)}")
+    if not isinstance(outcome, ProbeOutcome):
+        return ProbeOutcome(Level.UNKNOWN,
+                            f"probe returned {type(outcome).__name__}, not ProbeOutcome")
+    return outcome
+
+
+def _run_isolated(device: str, items: list[tuple[str, ProbeSpec]], timeout: float,
+                  sys_path: Sequence[str] | None) -> dict[str, ProbeOutcome]:
+    results: dict[str, ProbeOutcome] = {}
+    paths = _child_sys_path(sys.path if sys_path is None else sys_path)
+    pending = items
+    while pending:
+        child = _Child(device, pending, paths)
+        try:
+            answered, failure = child.collect(timeout)
+        finally:
+            child.stop()
+        results.update(answered)
+        if failure is not None and failure.probe is not None:
+            results[failure.probe] = ProbeOutcome(Level.UNKNOWN, failure.reason)
+        remaining = [(name, spec) for name, spec in pending if name not in results]
+        if len(remaining) == len(pending):  # the child answered nothing: do not respawn forever
+            reason = failure.reason if failure is not None else "probe child ended without answering"
+            for name, _ in remaining:
+                results[name] = ProbeOutcome(Level.UNKNOWN, reason)
+            break
+        pending = remaining
+    return results
+
+
+def _child_sys_path(paths: Sequence[str]) -> list[str]:
+    """The parent's import path with "" (the current directory) made absolute."""
+    cwd = os.getcwd()
+    return [os.path.abspath(p) if p else cwd for p in paths]
+
+
+class _Failure:
+    """Why a child stopped early; ``probe`` is the probe it was running (None: before any)."""
+
+    def __init__(self, probe: str | None, reason: str) -> None:
+        self.probe = probe
+        self.reason = reason
+
+
+class _Child:
+    """One probe child process and the thread reading its result lines."""
+
+    def __init__(self, device: str, items: list[tuple[str, ProbeSpec]],
+                 paths: list[str]) -> None:
+        self.stderr: IO[bytes] = tempfile.TemporaryFile()
+        self.lines: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self.process: subprocess.Popen[bytes] | None = None
+        self.start_error: str | None = None
+        self.reader: threading.Thread | None = None
+        request = json.dumps({"device": device, "preload": list(PRELOAD),
+                              "probes": [[name, spec.target] for name, spec in items]})
+        env = {**os.environ, **_CHILD_ENV}
+        group = ({"start_new_session": True} if os.name == "posix"
+                 else {"creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)})
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", _BOOTSTRAP, json.dumps(paths)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
+                env=env, **group)
+        except OSError as exc:
+            self.start_error = f"could not start the probe child: {brief(exc)}"
+            return
+        self.reader = threading.Thread(target=self._read, args=(self.process.stdout,),
+                                       daemon=True)
+        self.reader.start()
+        try:
+            assert self.process.stdin is not None
+            self.process.stdin.write(request.encode())
+            self.process.stdin.close()
+        except OSError:
+            pass  # the child died at once; collect() reports how
+
+    def _read(self, stream: IO[bytes]) -> None:
+        for raw in stream:
+            try:
+                self.lines.put(json.loads(raw))
+            except ValueError:
+                continue
+        self.lines.put(None)
+
+    def collect(self, timeout: float) -> tuple[dict[str, ProbeOutcome], _Failure | None]:
+        """Read results until ``done``, a crash or a timeout."""
+        answered: dict[str, ProbeOutcome] = {}
+        if self.start_error is not None:
+            return answered, _Failure(None, self.start_error)
+        current: str | None = None
+        ready = False
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while True:
+            try:
+                event = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                if not ready:
+                    return answered, _Failure(None, f"probe child did not start within "
+                                                    f"{STARTUP_TIMEOUT}s")
+                return answered, _Failure(current, f"probe timed out after {float(timeout)}s")
+            if event is None:
+                return answered, self._ended(current, ready)
+            kind = event.get("event")
+            if kind == "done":
+                return answered, None
+            if kind == "ready":
+                ready = True
+            elif kind == "start":
+                current = event["name"]
+            elif kind == "result":
+                answered[event["name"]] = ProbeOutcome(Level(event["level"]), event["reason"])
+                current = None
+            deadline = time.monotonic() + timeout
+
+    def _ended(self, current: str | None, ready: bool) -> _Failure:
+        """The child closed its output: say how it ended."""
+        assert self.process is not None
+        try:
+            code: int | None = self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            code = None
+        if code is None:
+            words = "closed its output"
+        elif code < 0:
+            words = f"was killed by signal {_signal_name(-code)}"
+        else:
+            words = f"exited with code {code}"
+        if not ready:
+            return _Failure(None, f"probe child failed to start: {words}{self._stderr_tail()}")
+        if current is None:
+            return _Failure(None, f"probe child {words} between probes")
+        if code is not None and code < 0:
+            return _Failure(current, f"probe crashed: signal {_signal_name(-code)}")
+        return _Failure(current, f"probe {words}")
+
+    def _stderr_tail(self) -> str:
+        self.stderr.seek(0)
+        lines = [line for line in self.stderr.read().decode(errors="replace").splitlines()
+                 if line.strip()]
+        return f": {lines[-1].strip()}" if lines else ""
+
+    def stop(self) -> None:
+        """Kill the child's whole process group (no orphans) and reap it."""
+        process = self.process
+        if process is not None:
+            if process.poll() is None or os.name == "posix":
+                _kill_group(process)
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+            if self.reader is not None:
+                self.reader.join(timeout=5)
+            if process.stdout is not None and (self.reader is None or not self.reader.is_alive()):
+                process.stdout.close()
+        self.stderr.close()
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    try:
+        if os.name == "posix":
+            os.killpg(process.pid, signal.SIGKILL)  # the child leads its own session/group
+        else:
+            process.kill()
+    except (ProcessLookupError, PermissionError, OSError):
+        pass
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)

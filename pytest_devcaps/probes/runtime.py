@@ -1,0 +1,173 @@
+"""Runtime probes: graph capture, streams, events, allocator statistics, pinned memory."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_devcaps.model import ProbeOutcome
+from pytest_devcaps.probes.base import (
+    accelerator_type,
+    device_type,
+    is_current_accelerator,
+    ran,
+    refused,
+    unknown,
+    unsupported,
+)
+
+_GRAPH_METHODS = ("capture_begin", "capture_end", "replay")
+
+
+def _device_module(device: str) -> Any:
+    import torch
+
+    return getattr(torch, device_type(device), None)
+
+
+def _device_index(device: str) -> int | None:
+    import torch
+
+    return torch.device(device).index
+
+
+def _graph_class(device: str) -> tuple[type | None, str]:
+    """The graph-capture class for the device and how it was found."""
+    import torch
+
+    graph = getattr(torch.accelerator, "Graph", None)
+    if graph is not None and is_current_accelerator(device):
+        return graph, "torch.accelerator.Graph"
+    module = _device_module(device)
+    for name in sorted(dir(module)) if module is not None else ():
+        candidate = getattr(module, name, None)
+        if (isinstance(candidate, type) and name.endswith("Graph")
+                and all(hasattr(candidate, m) for m in _GRAPH_METHODS)):
+            return candidate, f"torch.{device_type(device)}.{name}"
+    return None, ""
+
+
+def probe_graphs(device: str) -> ProbeOutcome:
+    """Capture ``x += 1`` on a side stream, replay it once, check it ran exactly once more."""
+    import torch
+
+    graph_class, found = _graph_class(device)
+    kind = device_type(device)
+    if graph_class is None:
+        return unsupported(
+            f"no graph capture for {kind}: torch.accelerator.Graph serves the accelerator "
+            f"({accelerator_type() or 'none in this build'}) and torch.{kind} has no Graph class"
+        )
+    try:
+        stream = torch.Stream(device=device)
+        x = torch.zeros(8, device=device)
+        with stream:  # capture is not allowed on the default stream
+            x.add_(1)  # warm-up before capture
+            graph = graph_class()
+            graph.capture_begin()
+            x.add_(1)
+            graph.capture_end()
+        stream.synchronize()
+        before = x[0].item()
+        graph.replay()
+        after = x[0].item()  # .item() synchronizes the current stream
+    except Exception as exc:
+        return refused(f"graph capture with {found}", exc)
+    if after - before != 1:
+        return unknown(f"{found} replay changed x by {after - before}, expected 1")
+    return ran(f"{found} captured and replayed on {device}")
+
+
+def probe_streams(device: str) -> ProbeOutcome:
+    """Work on one stream, a second stream waits for it: needs real, ordered streams."""
+    import torch
+
+    try:
+        producer = torch.Stream(device=device)
+        consumer = torch.Stream(device=device)
+        x = torch.ones(64, device=device)
+        with producer:
+            y = x * 2
+        consumer.wait_stream(producer)
+        with consumer:
+            z = y + 1
+        consumer.synchronize()
+        value = z[0].item()
+    except Exception as exc:
+        return refused("torch.Stream work + wait_stream", exc)
+    if value != 3:
+        return unknown(f"work ordered across two streams gave {value}, expected 3")
+    return ran(f"torch.Stream: two ordered streams on {device}")
+
+
+def probe_events(device: str) -> ProbeOutcome:
+    """Record two timing events around a matmul and read the elapsed time."""
+    import torch
+
+    try:
+        stream = torch.Stream(device=device)
+        start = torch.Event(device=device, enable_timing=True)
+        end = torch.Event(device=device, enable_timing=True)
+        x = torch.ones(64, 64, device=device)
+        start.record(stream)
+        with stream:
+            x = x @ x
+        end.record(stream)
+        end.synchronize()
+        elapsed = start.elapsed_time(end)
+    except Exception as exc:
+        return refused("torch.Event record/synchronize/elapsed_time", exc)
+    return ran(f"torch.Event timed work on {device} ({elapsed:.3f} ms)")
+
+
+def _memory_stats_function(device: str) -> tuple[Any, str]:
+    import torch
+
+    memory = getattr(torch.accelerator, "memory", None)
+    if memory is not None and is_current_accelerator(device):
+        return memory.memory_stats, "torch.accelerator.memory.memory_stats"
+    function = getattr(_device_module(device), "memory_stats", None)
+    return function, f"torch.{device_type(device)}.memory_stats"
+
+
+def probe_memory_stats(device: str) -> ProbeOutcome:
+    import torch
+
+    function, found = _memory_stats_function(device)
+    kind = device_type(device)
+    if function is None:
+        return unsupported(
+            f"{kind} keeps no allocator statistics: torch.{kind} has no memory_stats and "
+            f"torch.accelerator.memory serves {accelerator_type() or 'no device in this build'}"
+        )
+    try:
+        keep = torch.empty(1024, device=device)
+        index = _device_index(device)
+        stats = function() if index is None else function(index)
+        del keep
+    except Exception as exc:
+        return refused(found, exc)
+    if not stats:
+        return unsupported(f"{found} returned no statistics")
+    return ran(f"{found} reports {len(stats)} statistics")
+
+
+def probe_pinned_memory(device: str) -> ProbeOutcome:
+    import torch
+
+    if not is_current_accelerator(device):
+        return unsupported(
+            f"pinned host memory speeds copies to the accelerator; {device_type(device)} is not "
+            f"the accelerator ({accelerator_type() or 'none in this build'})"
+        )
+    try:
+        host = torch.ones(1024, pin_memory=True)
+        pinned = host.is_pinned()
+        copied = host.to(device, non_blocking=True)
+        value = copied.sum().item()
+    except Exception as exc:
+        return refused("torch.ones(pin_memory=True) + non_blocking copy", exc)
+    if not pinned:
+        return unsupported("torch.ones(pin_memory=True) returned an unpinned tensor")
+    if value != 1024:
+        return unknown(f"non_blocking copy from pinned memory gave sum {value}, expected 1024")
+    return ran(f"pinned host memory and non_blocking copy to {device}")
