@@ -1,0 +1,88 @@
+"""Small models for the FSDP suite; every one builds identically on any device from a seed."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import torch
+import torch.nn as nn
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
+
+DIM = 16
+
+
+class MLP(nn.Module):
+    """Two linears with a ReLU; ``dim`` deliberately odd-friendly so shards can be uneven."""
+
+    def __init__(self, dim: int = DIM) -> None:
+        super().__init__()
+        self.in_proj = nn.Linear(dim, 2 * dim)
+        self.out_proj = nn.Linear(2 * dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out_proj(torch.relu(self.in_proj(x)))
+
+
+class MLPStack(nn.Module):
+    """Residual MLP blocks and a head: each block is one FSDP group when wrapped nested."""
+
+    def __init__(self, n_blocks: int = 3, dim: int = DIM) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(MLP(dim) for _ in range(n_blocks))
+        self.head = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = x + block(x)
+        return self.head(x)
+
+
+class TiedLM(nn.Module):
+    """Embedding whose weight is tied to the output projection (shared parameter)."""
+
+    def __init__(self, vocab: int = 24, dim: int = DIM, n_blocks: int = 2) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.blocks = nn.ModuleList(MLP(dim) for _ in range(n_blocks))
+        self.out = nn.Linear(dim, vocab, bias=False)
+        self.out.weight = self.embed.weight
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = self.embed(tokens)
+        for block in self.blocks:
+            x = x + block(x)
+        return self.out(x)
+
+
+class StructuredIO(nn.Module):
+    """Takes a dict of tensors and a list of tensors, returns a dict (container inputs/outputs)."""
+
+    def __init__(self, dim: int = DIM) -> None:
+        super().__init__()
+        self.left = MLP(dim)
+        self.right = MLP(dim)
+
+    def forward(self, named: dict[str, torch.Tensor], extra: list[torch.Tensor]) -> dict[str, Any]:
+        x = self.left(named["x"]) + self.right(named["y"])
+        return {"out": x * extra[0], "aux": [extra[1].sum()]}
+
+
+def build(cls: type[nn.Module], seed: int, device: torch.device, **kwargs: Any) -> nn.Module:
+    """``cls(**kwargs)`` initialised from CPU RNG with ``seed``, then moved: same values everywhere."""
+    torch.manual_seed(seed)
+    return cls(**kwargs).to(device)
+
+
+def shard(model: nn.Module, submodules: Iterable[nn.Module], *, mesh: DeviceMesh | None = None,
+          reshard_after_forward: bool | int = True,
+          mp_policy: MixedPrecisionPolicy | None = None) -> FSDPModule:
+    """``fully_shard`` each submodule, then the root; returns the root."""
+    kwargs: dict[str, Any] = {"mesh": mesh, "reshard_after_forward": reshard_after_forward}
+    if mp_policy is not None:
+        kwargs["mp_policy"] = mp_policy
+    for module in submodules:
+        fully_shard(module, **kwargs)
+    fully_shard(model, **kwargs)
+    assert isinstance(model, FSDPModule)
+    return model
