@@ -120,9 +120,8 @@ def format_fact(value: Any) -> str:
 
 def _freeze_rules(rules: Mapping[str, Mapping[str, Sequence[VendorRule]]]
                   ) -> Mapping[str, Mapping[str, tuple[VendorRule, ...]]]:
-    return FrozenMap({vendor: FrozenMap({cap: tuple(rule_list)
-                                                       for cap, rule_list in by_cap.items()})
-                             for vendor, by_cap in rules.items()})
+    return FrozenMap({vendor: FrozenMap({cap: tuple(rule_list) for cap, rule_list in by_cap.items()})
+                      for vendor, by_cap in rules.items()})
 
 
 @dataclass(frozen=True)
@@ -266,7 +265,7 @@ def capability_key(name: Any, where: Where, known: Mapping[str, Any]) -> str:
     if name not in known:
         check_capability_name(name, where)
         raise where.error(f"unknown capability {name!r}{did_you_mean(str(name), known)}")
-    return name
+    return str(name)
 
 
 def _parse_capability(name: Any, body: Any, where: Where) -> CapabilitySpec:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Collection, Iterator, Mapping, TypeVar
+from typing import Any, Collection, Iterator, Mapping, TypeVar, cast
 
 import yaml
 
@@ -30,6 +30,7 @@ class FrozenMap(Mapping[K, V]):
     """A read-only mapping that, unlike MappingProxyType, pickles (for worker processes)."""
 
     __slots__ = ("_data",)
+    _data: dict[K, V]
 
     def __init__(self, data: Mapping[K, V] | None = None) -> None:
         object.__setattr__(self, "_data", dict(data or {}))
@@ -50,7 +51,7 @@ class FrozenMap(Mapping[K, V]):
         return (FrozenMap, (self._data,))
 
 
-class LineDict(dict):
+class LineDict(dict[Any, Any]):
     """A dict that knows the source line of each of its keys."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -59,7 +60,7 @@ class LineDict(dict):
         self.line: int | None = None
 
 
-class LineList(list):
+class LineList(list[Any]):
     """A list that knows the source line of each of its items."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -148,10 +149,11 @@ def line_of(container: Any, key: Any = None) -> int | None:
     lines = getattr(container, "lines", None)
     if key is not None and lines is not None:
         if isinstance(lines, dict) and key in lines:
-            return lines[key]
+            return int(lines[key])
         if isinstance(lines, list) and isinstance(key, int) and 0 <= key < len(lines):
-            return lines[key]
-    return getattr(container, "line", None)
+            return int(lines[key])
+    line = getattr(container, "line", None)
+    return None if line is None else int(line)
 
 
 def join_path(parent: str, key: Any) -> str:
@@ -259,7 +261,7 @@ def check_document(document: Any, source: str, *, body_keys: Collection[str],
             f"unsupported schema version {version!r}; this pytest-devcaps reads version "
             f"{SCHEMA_VERSION}")
     check_keys(document, top, allowed={"devcaps", *body_keys}, required=required)
-    return document
+    return cast(Mapping[str, Any], document)
 
 
 def check_capability_name(name: Any, where: Where) -> str:
