@@ -20,6 +20,7 @@ Schema::
 
 from __future__ import annotations
 
+import difflib
 import functools
 import hashlib
 import importlib.resources
@@ -47,6 +48,8 @@ from pytest_devcaps.errors import ConfigError, UnknownCapabilityError, did_you_m
 from pytest_devcaps.model import DeviceIdentity, Level
 
 ANY_VENDOR = "*"
+# Vendors of the builtin backends; others (PrivateUse1) are fine unless they look like a typo.
+KNOWN_VENDORS = ("nvidia", "amd", "intel", "apple", "habana", "cpu")
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _VENDOR_PATTERN = re.compile(r"^[a-z][a-z0-9_\-]*$")
 
@@ -354,6 +357,10 @@ def parse_catalogue(document: Any, source: str, raw: bytes) -> Catalogue:
                 raise vendor_where.error(
                     f"invalid vendor name {vendor!r}; expected a lower-case name such as "
                     "'nvidia' or '*' for every vendor")
+            typo = difflib.get_close_matches(vendor, KNOWN_VENDORS, n=1, cutoff=0.75)
+            if vendor not in KNOWN_VENDORS and vendor != ANY_VENDOR and typo:
+                raise vendor_where.error(f"unknown vendor {vendor!r} (did you mean {typo[0]!r}?); "
+                                         f"builtin vendors: {', '.join(KNOWN_VENDORS)}")
             expect_mapping(by_cap, vendor_where)
             vendor_rules = rules.setdefault(vendor, {})
             for capability, rules_body, cap_where in items(by_cap, vendor_where):

@@ -101,6 +101,8 @@ def test_line_dict_records_lines() -> None:
          "vendors.nvidia.dtype.bf16", ["expected a list, found a string"]),
         (CATALOGUE_HEAD + "vendors:\n  NVIDIA Corp:\n    dtype.bf16: []\n", 11,
          "vendors.NVIDIA Corp", ["invalid vendor name"]),
+        (CATALOGUE_HEAD + "vendors:\n  nvida:\n    dtype.bf16: []\n", 11,
+         "vendors.nvida", ["unknown vendor 'nvida'", "did you mean 'nvidia'"]),
     ],
 )
 def test_bad_catalogue(write_yaml: Write, text: str, line: int | None, key: str | None,
@@ -114,10 +116,13 @@ def test_bad_catalogue(write_yaml: Write, text: str, line: int | None, key: str 
         assert f"{key}: " in str(error)
 
 
-def test_catalogue_errors_are_not_raised_for_the_head(write_yaml: Write) -> None:
+def test_minimal_catalogue_and_custom_vendor(write_yaml: Write) -> None:
     catalogue = load_catalogue(write_yaml(CATALOGUE_HEAD))
     assert catalogue.names() == ["dtype.bf16", "mm.scaled"]
     assert catalogue.rules == {}
+    custom = load_catalogue(write_yaml(CATALOGUE_HEAD + "vendors:\n  openreg:\n    dtype.bf16:\n"
+                                       "      - {level: native, reason: r}\n", "custom.yaml"))
+    assert list(custom.rules) == ["openreg"]
 
 
 def test_unreadable_catalogue(tmp_path: Path) -> None:
