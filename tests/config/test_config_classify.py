@@ -92,7 +92,7 @@ def _nvidia(cc: float, **facts: object) -> DeviceIdentity:
 
 
 @pytest.mark.parametrize(
-    ("device", "capability", "level"),
+    ("identity", "capability", "level"),
     [
         (_nvidia(8.9), "dtype.fp8_e4m3fn", N),  # Ada
         (_nvidia(7.5), "dtype.bf16", E),
@@ -105,9 +105,9 @@ def _nvidia(cc: float, **facts: object) -> DeviceIdentity:
         (_nvidia(6.0), "mm.int8", U),
     ],
 )
-def test_nvidia_thresholds(catalogue: Catalogue, device: DeviceIdentity, capability: str,
+def test_nvidia_thresholds(catalogue: Catalogue, identity: DeviceIdentity, capability: str,
                            level: Level) -> None:
-    assert classify(catalogue, device)[capability].level is level
+    assert classify(catalogue, identity)[capability].level is level
 
 
 def test_windows_flash_reason_names_the_platform(catalogue: Catalogue) -> None:
