@@ -1,0 +1,60 @@
+"""Suite-local fixtures: a clean Dynamo state around every test, one Inductor cache per run.
+
+``device``, ``dtype``, ``devcaps`` and the markers come from the pytest-devcaps plugin.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+import torch
+import torch._dynamo
+from torch._dynamo.utils import counters
+
+from pytest_devcaps.suites.dynamo.ordering import ORDER_VARIABLE, reorder
+
+SUITE_DIR = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    try:
+        reorder(items, SUITE_DIR, os.environ.get(ORDER_VARIABLE, ""))
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def inductor_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Point TORCHINDUCTOR_CACHE_DIR at a directory of this run, restored afterwards.
+
+    Session scope and autouse make it precede every compile of the suite: Inductor reads the
+    variable lazily. Under pytest-xdist each worker's basetemp is ``<run basetemp>/gwN``, so
+    the workers share the run's cache and only the first one pays the cold C++/Triton build.
+    """
+    basetemp = tmp_path_factory.getbasetemp()
+    run_dir = basetemp.parent if os.environ.get("PYTEST_XDIST_WORKER") else basetemp
+    cache = run_dir / "inductor-cache"
+    cache.mkdir(parents=True, exist_ok=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TORCHINDUCTOR_CACHE_DIR", str(cache))
+        yield cache
+
+
+@pytest.fixture(autouse=True)
+def reset_dynamo() -> Iterator[None]:
+    """Forget compiled frames, guards and counters before and after each test.
+
+    Without it a frame compiled by an earlier test (same code object) would change the
+    frame counts of a later one, so outcomes would depend on test order and xdist placement.
+    """
+    _reset()
+    yield
+    _reset()
+
+
+def _reset() -> None:
+    torch._dynamo.reset()
+    counters.clear()  # reset() leaves the global counters (graph breaks, cudagraph skips)
