@@ -248,6 +248,7 @@ def spawn_world(fn: Callable[..., Any], args: Sequence[Any], *, world_size: int,
     :class:`DistributedRunError` when a rank fails, crashes or hangs, and
     :class:`AllRanksSkipped` when every rank skipped.
     """
+    __tracebackhide__ = True
     options = options or WorldOptions()
     device = torch.device(device)
     if world_size < 1:

@@ -47,6 +47,7 @@ class DistributedRunner:
     def run(self, fn: Callable[..., Any], *args: Any, world_size: int = 2,
             timeout_s: float | None = None, env: Mapping[str, str] | None = None) -> list[Any]:
         """``fn(ctx, *args)`` on ``world_size`` ranks; the return values by rank."""
+        __tracebackhide__ = True
         options = WorldOptions(pg_timeout_s=self.pg_timeout_s, env=dict(env or {}))
         if timeout_s is not None or self.timeout_s is not None:
             options.timeout_s = float(timeout_s if timeout_s is not None else self.timeout_s)
@@ -58,6 +59,14 @@ class DistributedRunner:
                                backend=self.backend, options=options)
         except AllRanksSkipped as skip:
             pytest.skip(skip.reason)
+
+    def world_size_up_to(self, n: int) -> int:
+        """``n`` capped by the devices available (cpu: ``n``; under a launcher: its world size)."""
+        if self.launch is not None:
+            return self.launch.world_size
+        if self.device.type == "cpu" or self.share_devices:
+            return n
+        return max(1, min(n, device_count(self.device)))
 
     def _skip_unless_enough_devices(self, world_size: int) -> None:
         if self.device.type == "cpu" or self.share_devices:
@@ -71,6 +80,7 @@ class DistributedRunner:
 
     def _run_launched(self, fn: Callable[..., Any], args: tuple[Any, ...], world_size: int,
                       options: WorldOptions) -> list[Any]:
+        __tracebackhide__ = True
         launch = self.launch
         assert launch is not None
         if launch.world_size != world_size:

@@ -8,6 +8,7 @@ import torch
 import torch.nn as nn
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
+from torch.distributed.tensor import DTensor, distribute_tensor
 
 DIM = 16
 
@@ -66,6 +67,49 @@ class StructuredIO(nn.Module):
     def forward(self, named: dict[str, torch.Tensor], extra: list[torch.Tensor]) -> dict[str, Any]:
         x = self.left(named["x"]) + self.right(named["y"])
         return {"out": x * extra[0], "aux": [extra[1].sum()]}
+
+
+def pattern(shape: torch.Size, salt: int) -> torch.Tensor:
+    """A fixed, non-constant CPU tensor: init values that need no RNG, so any device agrees."""
+    numel = int(torch.Size(shape).numel())
+    return (torch.sin(torch.arange(numel, dtype=torch.float32) * 0.37 + salt) * 0.2).reshape(shape)
+
+
+def fill_from_full(param: torch.Tensor, value: torch.Tensor) -> None:
+    """Write ``value`` (the whole tensor, on CPU) into ``param``, which may be a sharded DTensor."""
+    with torch.no_grad():
+        if isinstance(param, DTensor):
+            local = distribute_tensor(value.to(param.device), param.device_mesh, param.placements,
+                                      src_data_rank=None)  # every rank holds value: no comm
+            param.to_local().copy_(local.to_local())
+        else:
+            param.copy_(value)
+
+
+class PatternLinear(nn.Linear):
+    """``nn.Linear`` whose ``reset_parameters`` writes a deterministic pattern, sharded or not."""
+
+    def reset_parameters(self) -> None:
+        if self.weight.is_meta:
+            return
+        fill_from_full(self.weight, pattern(self.weight.shape, self.in_features))
+        if self.bias is not None:
+            fill_from_full(self.bias, pattern(self.bias.shape, self.out_features + 1))
+
+
+class PatternStack(nn.Module):
+    """Blocks of two :class:`PatternLinear`: the model for meta-device initialisation."""
+
+    def __init__(self, n_blocks: int = 2, dim: int = DIM) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(
+            nn.Sequential(PatternLinear(dim, 2 * dim + 1), nn.ReLU(), PatternLinear(2 * dim + 1, dim))
+            for _ in range(n_blocks))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = x + block(x)
+        return x
 
 
 def build(cls: type[nn.Module], seed: int, device: torch.device, **kwargs: Any) -> nn.Module:

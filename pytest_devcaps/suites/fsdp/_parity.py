@@ -47,19 +47,19 @@ def tokens(seed: int, device: torch.device, vocab: int, *shape: int) -> torch.Te
 
 def assert_parity(reference: nn.Module, sharded: nn.Module, *, what: str, grads: bool = False,
                   atol: float | None = None, rtol: float | None = None) -> None:
-    """Every parameter (and optionally grad) of ``sharded``, gathered, equals the reference's."""
+    """Every parameter (and optionally grad) of ``sharded`` equals the reference's, both gathered."""
     ref_params = dict(reference.named_parameters())
     sharded_params = dict(sharded.named_parameters())
     assert ref_params.keys() == sharded_params.keys(), (what, ref_params.keys() ^ sharded_params.keys())
     tol = {} if atol is None else {"atol": atol, "rtol": rtol if rtol is not None else 0.0}
     for name, ref in ref_params.items():
         mine = sharded_params[name]
-        torch.testing.assert_close(full(mine.detach()), ref.detach(), **tol,
+        torch.testing.assert_close(full(mine.detach()), full(ref.detach()), **tol,
                                    msg=lambda m: f"{what}: parameter {name}: {m}")
         if grads:
             assert (mine.grad is None) == (ref.grad is None), f"{what}: grad presence of {name}"
             if ref.grad is not None:
-                torch.testing.assert_close(full(mine.grad), ref.grad, **tol,
+                torch.testing.assert_close(full(mine.grad), full(ref.grad), **tol,
                                            msg=lambda m: f"{what}: grad of {name}: {m}")
 
 
