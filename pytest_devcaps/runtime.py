@@ -1,0 +1,175 @@
+"""Device-neutral runtime helpers, for tests to use instead of ``torch.cuda.*``.
+
+The device's own functions are found through ``torch.accelerator`` (and
+``torch.accelerator.memory``) when it is the accelerator torch was built for, otherwise
+through its device module (``torch.<type>``, what ``torch.get_device_module`` returns).
+
+On the CPU: :func:`synchronize`, :func:`empty_cache`, :func:`reset_peak_memory_stats` and
+:func:`set_device` do nothing; :func:`device_count` is 1; the memory readers
+(:func:`memory_allocated`, :func:`max_memory_allocated`, :func:`memory_stats`) raise
+:class:`MemoryStatsUnavailableError` (a ``RuntimeError``): torch keeps no allocator statistics
+for host memory, and a made-up 0 would let memory tests pass vacuously. Require the
+``runtime.memory_stats`` capability in tests that read them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Union
+
+if TYPE_CHECKING:
+    import torch
+
+Device = Union[str, "torch.device"]
+
+__all__ = [
+    "MemoryStatsUnavailableError", "device_count", "empty_cache", "manual_seed",
+    "max_memory_allocated", "memory_allocated", "memory_stats", "reset_peak_memory_stats",
+    "set_device", "synchronize",
+]
+
+
+class MemoryStatsUnavailableError(RuntimeError):
+    """The device keeps no allocator statistics (the CPU, or a backend without them)."""
+
+
+def _device(device: Device) -> torch.device:
+    import torch
+
+    return torch.device(device)
+
+
+def _is_accelerator(kind: str) -> bool:
+    import torch
+
+    accelerator = torch.accelerator.current_accelerator()
+    return accelerator is not None and accelerator.type == kind
+
+
+def _device_module(kind: str) -> Any | None:
+    """``torch.<kind>``, as ``torch.get_device_module`` finds it (without its cache)."""
+    import torch
+
+    return getattr(torch, kind, None)
+
+
+def _function(device: torch.device, name: str, *, memory: bool = False) -> Callable[..., Any] | None:
+    """The device's ``name`` function: torch.accelerator[.memory] first, the device module next."""
+    import torch
+
+    if _is_accelerator(device.type):
+        namespace = getattr(torch.accelerator, "memory", None) if memory else torch.accelerator
+        found = getattr(namespace, name, None)
+        if found is not None:
+            return found
+    return getattr(_device_module(device.type), name, None)
+
+
+def _call_with_index(function: Callable[..., Any], device: torch.device) -> Any:
+    return function() if device.index is None else function(device.index)
+
+
+def synchronize(device: Device) -> None:
+    """Wait for all work queued on ``device`` (a no-op on the CPU)."""
+    dev = _device(device)
+    if dev.type == "cpu":
+        return
+    function = _function(dev, "synchronize")
+    if function is None:
+        raise RuntimeError(f"torch has no synchronize for device type {dev.type!r}")
+    _call_with_index(function, dev)
+
+
+def manual_seed(seed: int, device: Device | None = None) -> None:
+    """Seed the CPU generator and ``device``'s generators (every device of its type).
+
+    ``torch.manual_seed`` already seeds the built-in accelerators; the explicit call covers
+    out-of-tree device types it does not know.
+    """
+    import torch
+
+    torch.manual_seed(seed)
+    if device is None:
+        return
+    dev = _device(device)
+    module = None if dev.type == "cpu" else _device_module(dev.type)
+    seeder = getattr(module, "manual_seed_all", None) or getattr(module, "manual_seed", None)
+    if seeder is not None:
+        seeder(seed)
+
+
+def empty_cache(device: Device) -> None:
+    """Release cached, unused device memory (a no-op on the CPU and without an allocator)."""
+    _call_if_kept(device, "empty_cache", per_device=False)
+
+
+def _call_if_kept(device: Device, name: str, *, per_device: bool) -> None:
+    """Call an allocator maintenance function where the device has one; else do nothing."""
+    dev = _device(device)
+    function = None if dev.type == "cpu" else _function(dev, name, memory=True)
+    if function is None:
+        return
+    if per_device:
+        _call_with_index(function, dev)
+    else:
+        function()
+
+
+def _memory_reader(device: Device, name: str) -> tuple[Callable[..., Any], torch.device]:
+    dev = _device(device)
+    function = None if dev.type == "cpu" else _function(dev, name, memory=True)
+    if function is None:
+        raise MemoryStatsUnavailableError(
+            f"{name}: {dev.type} keeps no allocator statistics; require the "
+            "runtime.memory_stats capability in tests that read them")
+    return function, dev
+
+
+def memory_allocated(device: Device) -> int:
+    """Bytes currently allocated by tensors on ``device``."""
+    function, dev = _memory_reader(device, "memory_allocated")
+    return int(_call_with_index(function, dev))
+
+
+def max_memory_allocated(device: Device) -> int:
+    """Peak bytes allocated on ``device`` since start or :func:`reset_peak_memory_stats`."""
+    function, dev = _memory_reader(device, "max_memory_allocated")
+    return int(_call_with_index(function, dev))
+
+
+def memory_stats(device: Device) -> dict[str, Any]:
+    """The device allocator's statistics (``allocated_bytes.all.current``...)."""
+    function, dev = _memory_reader(device, "memory_stats")
+    return dict(_call_with_index(function, dev))
+
+
+def reset_peak_memory_stats(device: Device) -> None:
+    """Restart peak tracking (a no-op where no statistics are kept, e.g. the CPU)."""
+    _call_if_kept(device, "reset_peak_memory_stats", per_device=True)
+
+
+def device_count(device_type: str) -> int:
+    """How many devices of ``device_type`` torch sees (1 for the CPU, 0 for unknown types)."""
+    import torch
+
+    if device_type == "cpu":
+        return 1
+    if _is_accelerator(device_type):
+        return int(torch.accelerator.device_count())
+    counter = getattr(_device_module(device_type), "device_count", None)
+    return int(counter()) if counter is not None else 0
+
+
+def set_device(device: Device) -> None:
+    """Make ``device`` current for its type (a no-op on the CPU or without an index)."""
+    import torch
+
+    dev = _device(device)
+    if dev.type == "cpu" or dev.index is None:
+        return
+    if _is_accelerator(dev.type):
+        torch.accelerator.set_device_index(dev.index)
+        return
+    setter = getattr(_device_module(dev.type), "set_device", None)
+    if setter is None:
+        raise RuntimeError(f"torch has no set_device for device type {dev.type!r}")
+    setter(dev.index)

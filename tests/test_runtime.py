@@ -1,0 +1,142 @@
+"""Device-neutral runtime helpers: CPU semantics on this machine, dispatch through fakes."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+
+from pytest_devcaps import runtime
+from pytest_devcaps.runtime import MemoryStatsUnavailableError
+
+FAKE = "privateuseone"  # a device type torch.device accepts; we give it a fake module
+
+
+class FakeDeviceModule:
+    """Records calls the helpers make on a device module."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+
+    def _record(self, name: str, *args: Any) -> Any:
+        self.calls.append((name, args))
+        return {"memory_allocated": 123, "max_memory_allocated": 456, "device_count": 3,
+                "memory_stats": {"allocated_bytes.all.current": 123}}.get(name)
+
+    def synchronize(self, *args: Any) -> None:
+        self._record("synchronize", *args)
+
+    def empty_cache(self) -> None:
+        self._record("empty_cache")
+
+    def memory_allocated(self, *args: Any) -> int:
+        return self._record("memory_allocated", *args)
+
+    def max_memory_allocated(self, *args: Any) -> int:
+        return self._record("max_memory_allocated", *args)
+
+    def memory_stats(self, *args: Any) -> dict[str, int]:
+        return self._record("memory_stats", *args)
+
+    def reset_peak_memory_stats(self, *args: Any) -> None:
+        self._record("reset_peak_memory_stats", *args)
+
+    def device_count(self) -> int:
+        return self._record("device_count")
+
+    def set_device(self, *args: Any) -> None:
+        self._record("set_device", *args)
+
+    def manual_seed_all(self, seed: int) -> None:
+        self._record("manual_seed_all", seed)
+
+    def _is_in_bad_fork(self) -> bool:  # torch.manual_seed asks PrivateUse1 modules this
+        return False
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> FakeDeviceModule:
+    module = FakeDeviceModule()
+    monkeypatch.setattr(torch, FAKE, module, raising=False)
+    return module
+
+
+@pytest.mark.parametrize("device", ["cpu", torch.device("cpu")])
+def test_cpu_waiting_and_cache_helpers_do_nothing(device: Any) -> None:
+    assert runtime.synchronize(device) is None
+    assert runtime.empty_cache(device) is None
+    assert runtime.reset_peak_memory_stats(device) is None
+    assert runtime.set_device(device) is None
+
+
+@pytest.mark.parametrize("reader", [runtime.memory_allocated, runtime.max_memory_allocated,
+                                    runtime.memory_stats])
+def test_cpu_memory_readers_raise_a_clear_runtime_error(reader: Any) -> None:
+    with pytest.raises(MemoryStatsUnavailableError, match="cpu keeps no allocator statistics"):
+        reader("cpu")
+    assert issubclass(MemoryStatsUnavailableError, RuntimeError)
+
+
+def test_device_count() -> None:
+    assert runtime.device_count("cpu") == 1
+    accelerator = torch.accelerator.current_accelerator()
+    if accelerator is not None:
+        assert runtime.device_count(accelerator.type) == torch.accelerator.device_count()
+    assert runtime.device_count("meta") == 0  # a device type without a device module
+
+
+@pytest.mark.parametrize("device", [None, "cpu"])
+def test_manual_seed_makes_random_draws_repeat(device: str | None) -> None:
+    runtime.manual_seed(1234, device)
+    first = torch.randn(4)
+    runtime.manual_seed(1234, device)
+    assert torch.equal(first, torch.randn(4))
+
+
+def test_non_accelerator_device_uses_its_device_module(fake: FakeDeviceModule) -> None:
+    runtime.synchronize(f"{FAKE}:1")
+    runtime.empty_cache(FAKE)
+    assert runtime.memory_allocated(f"{FAKE}:1") == 123
+    assert runtime.max_memory_allocated(FAKE) == 456
+    assert runtime.memory_stats(f"{FAKE}:0") == {"allocated_bytes.all.current": 123}
+    runtime.reset_peak_memory_stats(f"{FAKE}:2")
+    assert runtime.device_count(FAKE) == 3
+    runtime.set_device(f"{FAKE}:2")
+    assert fake.calls == [
+        ("synchronize", (1,)), ("empty_cache", ()), ("memory_allocated", (1,)),
+        ("max_memory_allocated", ()), ("memory_stats", (0,)), ("reset_peak_memory_stats", (2,)),
+        ("device_count", ()), ("set_device", (2,)),
+    ]
+
+
+def test_manual_seed_seeds_the_device_module(fake: FakeDeviceModule) -> None:
+    runtime.manual_seed(7, FAKE)
+    assert ("manual_seed_all", (7,)) in fake.calls
+
+
+def test_missing_functions_raise_or_are_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch, FAKE, SimpleNamespace(), raising=False)
+    with pytest.raises(RuntimeError, match="no synchronize"):
+        runtime.synchronize(FAKE)
+    with pytest.raises(MemoryStatsUnavailableError):
+        runtime.memory_allocated(FAKE)
+    runtime.empty_cache(FAKE)  # nothing cached, nothing to do
+    assert runtime.device_count(FAKE) == 0
+
+
+def test_the_accelerator_goes_through_torch_accelerator(
+        monkeypatch: pytest.MonkeyPatch, fake: FakeDeviceModule) -> None:
+    seen: list[tuple[str, Any]] = []
+    monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda *a: torch.device(FAKE))
+    monkeypatch.setattr(torch.accelerator, "synchronize", lambda i=None: seen.append(("sync", i)))
+    monkeypatch.setattr(torch.accelerator, "device_count", lambda: 5)
+    monkeypatch.setattr(torch.accelerator, "set_device_index", lambda i: seen.append(("set", i)))
+    monkeypatch.setattr(torch.accelerator.memory, "memory_allocated", lambda i=None: 99)
+    runtime.synchronize(f"{FAKE}:3")
+    runtime.set_device(f"{FAKE}:1")
+    assert runtime.memory_allocated(FAKE) == 99
+    assert runtime.device_count(FAKE) == 5
+    assert seen == [("sync", 3), ("set", 1)]
+    assert fake.calls == []
