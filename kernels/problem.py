@@ -1,0 +1,164 @@
+"""Input validation: turns the arguments of ``scaled_mm`` into one checked ``Problem``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+from .epilogue import EpiOp
+from .reductions import Reduce
+
+FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz)
+WIDE_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+INPUT_DTYPES = FP8_DTYPES + WIDE_DTYPES
+OUT_DTYPES = WIDE_DTYPES
+
+
+@dataclass(frozen=True, eq=False)
+class Operand2D:
+    """An epilogue operand: a number, or a fp32-convertible tensor viewed as ``[M, N]``.
+
+    ``full`` is an expanded (stride-0 where broadcast) view of the user's tensor, so
+    backends can index rows or read strides without copying.
+    """
+
+    number: float | None = None
+    full: torch.Tensor | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Problem:
+    """Checked inputs. Scales are ``None`` or fp32 tensors viewed ``[M, 1]`` / ``[1, N]``."""
+
+    a: torch.Tensor
+    b: torch.Tensor
+    scale_a: torch.Tensor | None
+    scale_b: torch.Tensor | None
+    bias: torch.Tensor | None
+    out_dtype: torch.dtype
+    epilogue: tuple[EpiOp, ...]
+    operands: tuple[Operand2D | None, ...]
+    reductions: tuple[Reduce, ...]
+    store_output: bool
+
+    @property
+    def m(self) -> int:
+        return self.a.shape[0]
+
+    @property
+    def n(self) -> int:
+        return self.b.shape[1]
+
+    @property
+    def k(self) -> int:
+        return self.a.shape[1]
+
+    @property
+    def device(self) -> torch.device:
+        return self.a.device
+
+
+def _shape(t: torch.Tensor) -> str:
+    return f"[{', '.join(str(s) for s in t.shape)}]"
+
+
+def _check_device(name: str, t: torch.Tensor, device: torch.device) -> None:
+    if t.device != device:
+        raise ValueError(f"{name} must be on {device} like a, got a tensor on {t.device}")
+
+
+def _check_scale(name: str, s: object, rowwise_shape: tuple[int, int],
+                 device: torch.device) -> torch.Tensor | None:
+    if s is None:
+        return None
+    if isinstance(s, (int, float)) and not isinstance(s, bool):
+        return torch.full((1, 1), float(s), dtype=torch.float32, device=device)
+    if not isinstance(s, torch.Tensor):
+        raise TypeError(f"{name} must be None, a number or a float32 tensor, got {type(s).__name__}")
+    if s.dtype != torch.float32:
+        raise TypeError(f"{name} must be float32 (a decode multiplier), got {s.dtype}")
+    _check_device(name, s, device)
+    if s.numel() == 1 and s.dim() <= 2:
+        return s.reshape(1, 1)
+    if tuple(s.shape) == rowwise_shape:
+        return s
+    want = "[M, 1]" if rowwise_shape[1] == 1 else "[1, N]"
+    raise ValueError(f"{name} must be a scalar (numel 1) or {want} = [{rowwise_shape[0]}, "
+                     f"{rowwise_shape[1]}], got shape {_shape(s)}")
+
+
+def _check_operand(index: int, op: EpiOp, m: int, n: int, device: torch.device) -> Operand2D | None:
+    t = op.operand
+    if t is None:
+        return None
+    if not isinstance(t, torch.Tensor):
+        return Operand2D(number=float(t))
+    where = f"epilogue[{index}] ({op.kind})"
+    _check_device(where + " operand", t, device)
+    shape = tuple(t.shape)
+    if shape == ():
+        full = t.reshape(1, 1).expand(m, n)
+    elif shape == (n,):
+        full = t.reshape(1, n).expand(m, n)
+    elif shape in ((1, n), (m, 1), (m, n)):
+        full = t.expand(m, n)
+    else:
+        raise ValueError(f"{where}: operand must be a scalar, [N]=[{n}], [1, N]=[1, {n}], "
+                         f"[M, 1]=[{m}, 1] or [M, N]=[{m}, {n}], got shape {_shape(t)}")
+    return Operand2D(full=full)
+
+
+def build_problem(a: torch.Tensor, b: torch.Tensor, scale_a: object, scale_b: object,
+                  bias: torch.Tensor | None, out_dtype: torch.dtype, epilogue: Sequence[EpiOp],
+                  reductions: Sequence[Reduce], store_output: bool) -> Problem:
+    """Validate everything; raises ``TypeError`` (wrong kind/dtype) or ``ValueError`` (shape,
+    device, group) naming what was expected and what was given."""
+    for name, t in (("a", a), ("b", b)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dtype not in INPUT_DTYPES:
+            raise TypeError(f"{name} has unsupported dtype {t.dtype}; expected one of "
+                            f"{', '.join(str(d) for d in INPUT_DTYPES)}")
+        if t.dim() != 2:
+            raise ValueError(f"{name} must be 2-D, got shape {_shape(t)}")
+    if a.dtype != b.dtype and not (a.dtype in FP8_DTYPES and b.dtype in FP8_DTYPES):
+        raise TypeError(f"a and b must share a dtype (or both be fp8), got {a.dtype} and {b.dtype}")
+    device = a.device
+    _check_device("b", b, device)
+    m, k = a.shape
+    if b.shape[0] != k:
+        raise ValueError(f"shape mismatch: a is [M, K] = {_shape(a)} so b must be [K, N] with "
+                         f"K = {k}, got b {_shape(b)}")
+    n = b.shape[1]
+    if out_dtype not in OUT_DTYPES:
+        raise TypeError(f"out_dtype must be one of {', '.join(str(d) for d in OUT_DTYPES)}, "
+                        f"got {out_dtype}")
+    sa = _check_scale("scale_a", scale_a, (m, 1), device)
+    sb = _check_scale("scale_b", scale_b, (1, n), device)
+    if bias is not None:
+        if not isinstance(bias, torch.Tensor) or not bias.is_floating_point():
+            raise TypeError(f"bias must be a floating-point tensor, got "
+                            f"{getattr(bias, 'dtype', type(bias).__name__)}")
+        _check_device("bias", bias, device)
+        if tuple(bias.shape) != (n,):
+            raise ValueError(f"bias must be [N] = [{n}], got shape {_shape(bias)}")
+    ops = tuple(epilogue)
+    for i, op in enumerate(ops):
+        if not isinstance(op, EpiOp):
+            raise TypeError(f"epilogue[{i}] must be an op from devcaps_kernels.epilogue, "
+                            f"got {type(op).__name__}")
+    operands = tuple(_check_operand(i, op, m, n, device) for i, op in enumerate(ops))
+    reds = tuple(reductions)
+    for i, r in enumerate(reds):
+        if not isinstance(r, Reduce):
+            raise TypeError(f"reductions[{i}] must be a Reduce, got {type(r).__name__}")
+        if n == 0:
+            raise ValueError("reductions need N >= 1, got N = 0")
+        if r.group is not None and n % r.group != 0:
+            raise ValueError(f"reductions[{i}]: N % group must be 0, got N = {n}, "
+                             f"group = {r.group}")
+    return Problem(a=a, b=b, scale_a=sa, scale_b=sb, bias=bias, out_dtype=out_dtype,
+                   epilogue=ops, operands=operands, reductions=reds,
+                   store_output=bool(store_output))

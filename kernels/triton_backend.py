@@ -1,0 +1,371 @@
+"""The ``triton`` backend: one generated Triton kernel per (dtypes, epilogue, reductions) shape.
+
+The kernel is a tiled matmul (fp32 accumulator, GROUP_M swizzle) whose epilogue applies the
+scales, bias and ops on the accumulator, casts, stores ``y`` and reduces the tile:
+
+* every reduction is split into segments of ``S = gcd(group, BLOCK_N)`` columns (a power of
+  two, so ``tl.reshape`` can split the tile); each tile writes its segment partials to an fp32
+  workspace ``[M, N // S]``. When ``S == group`` (the group fits the block) that workspace is
+  the result; otherwise a small second pass reduces ``group // S`` partials per group. No
+  atomics, so the result is deterministic.
+* fp8 operands are loaded as bytes and bitcast (the interpreter mis-reads fp8 loads); they go
+  to ``tl.dot`` as fp8 where the registry says the device has native fp8 of that kind,
+  otherwise they are upcast to bf16 (exact).
+
+The source is generated because the op list is arbitrary; generated modules are written to a
+per-process directory so ``triton.jit`` can read their source (also under TRITON_INTERPRET=1).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import math
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from types import ModuleType
+
+import torch
+
+from .problem import FP8_DTYPES, Problem
+from .reference import Result
+
+_TL_FP8 = {
+    torch.float8_e4m3fn: "tl.float8e4nv",
+    torch.float8_e5m2: "tl.float8e5",
+    torch.float8_e4m3fnuz: "tl.float8e4b8",
+    torch.float8_e5m2fnuz: "tl.float8e5b16",
+}
+_TL_WIDE = {torch.bfloat16: "tl.bfloat16", torch.float16: "tl.float16",
+            torch.float32: "tl.float32"}
+_FP8_CAPABILITY = {
+    torch.float8_e4m3fn: "dtype.fp8_e4m3fn",
+    torch.float8_e5m2: "dtype.fp8_e5m2",
+    torch.float8_e4m3fnuz: "dtype.fp8_e4m3fnuz",
+    torch.float8_e5m2fnuz: "dtype.fp8_e5m2fnuz",
+}
+
+_HEADER = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _tanh(x):
+    # exp-based so it also runs under the interpreter; saturates to +-1, keeps NaN.
+    t = tl.exp(-2.0 * tl.abs(x))
+    r = (1.0 - t) / (1.0 + t)
+    return tl.where(x < 0, -r, r)
+
+
+@triton.jit
+def _nanmax(a, b):
+    return tl.where((a > b) | (a != a), a, b)
+'''
+
+_KERNEL = '''
+@triton.autotune(configs=[{configs}], key=["M", "N", "K"])
+@triton.jit
+def fused_scaled_mm(A, B, Y, SA, SB, BIAS{operand_params}{workspace_params},
+                    M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_ym, stride_yn,
+                    stride_sa, stride_sb, stride_bias{scalar_params},
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                    GROUP_M: tl.constexpr):
+    pid = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_pid_in_group = GROUP_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask_m = offs_m < M
+    mask_n = offs_n < N
+    rows = offs_m.to(tl.int64)
+    cols = offs_n.to(tl.int64)
+    offs_k = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        kk = k0 + offs_k
+        mask_k = kk < K
+        a = tl.load(A + rows[:, None] * stride_am + kk[None, :] * stride_ak,
+                    mask=mask_m[:, None] & mask_k[None, :], other=0)
+        b = tl.load(B + kk[:, None] * stride_bk + cols[None, :] * stride_bn,
+                    mask=mask_k[:, None] & mask_n[None, :], other=0)
+{convert}
+        acc = tl.dot(a, b, acc{dot_kwargs})
+
+    mask = mask_m[:, None] & mask_n[None, :]
+    x = acc
+{epilogue}
+    y = x.to({out_dtype})  # not Y's dtype: Y is a dummy when y is not stored
+{store}
+{reductions}
+'''
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Everything the generated source depends on (its cache key)."""
+
+    a_dtype: torch.dtype
+    b_dtype: torch.dtype
+    native_fp8: bool
+    out_dtype: torch.dtype
+    scale_a: bool
+    scale_b: bool
+    bias: bool
+    ops: tuple[tuple[str, str, str], ...]  # (kind, operand form "t"/"c"/"", gelu approx)
+    clamp_bounds: tuple[tuple[bool, bool], ...]
+    reductions: tuple[tuple[str, str, int], ...]  # (kind, source, segment S)
+    store: bool
+    block_n: int
+    interpret: bool
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def _native_fp8(p: Problem) -> bool:
+    if p.a.dtype != p.b.dtype or p.a.dtype not in FP8_DTYPES or _interpreting():
+        return False
+    from pytest_devcaps.registry import device_has
+
+    return device_has(p.device, _FP8_CAPABILITY[p.a.dtype], native=True)
+
+
+def _block_n(n: int) -> int:
+    return 64 if _interpreting() else min(128, max(16, 1 << max(n - 1, 1).bit_length()))
+
+
+def _configs(plan: _Plan) -> str:
+    if plan.interpret:  # the interpreter benchmarks every config: keep exactly one
+        sizes = [(32, 32, 1, 1)]
+    else:
+        sizes = [(128, 64, 8, 3), (64, 64, 4, 4), (128, 128, 8, 3), (64, 32, 4, 5)]
+    return ", ".join(
+        f"triton.Config({{'BLOCK_M': {bm}, 'BLOCK_K': {bk}, 'GROUP_M': 8}}, num_warps={w}, "
+        f"num_stages={s})" for bm, bk, w, s in sizes)
+
+
+def _dot_operand_dtype(dtype: torch.dtype, plan: _Plan) -> str | None:
+    """The Triton dtype an operand is converted to before ``tl.dot`` (None: as loaded)."""
+    if dtype in FP8_DTYPES and plan.native_fp8:
+        return None
+    if plan.interpret and dtype in FP8_DTYPES + (torch.bfloat16,):
+        # The interpreter's tl.dot returns garbage for bf16 operands (triton 3.9); fp32 with
+        # ieee precision is exact for bf16/fp8 products, so results do not change.
+        return "tl.float32"
+    return "tl.bfloat16" if dtype in FP8_DTYPES else None
+
+
+def _convert(name: str, dtype: torch.dtype, plan: _Plan) -> str:
+    line = f"        {name} = {name}"
+    if dtype in FP8_DTYPES:
+        line += f".to({_TL_FP8[dtype]}, bitcast=True)"
+    target = _dot_operand_dtype(dtype, plan)
+    if target is not None:
+        line += f".to({target})"
+    return "" if line.endswith(f"= {name}") else line
+
+
+def _op_source(i: int, kind: str, form: str, approx: str, bounds: tuple[bool, bool]) -> str:
+    if kind == "relu":
+        return "    x = tl.where(x < 0, 0.0, x)"
+    if kind == "gelu" and approx == "tanh":
+        return ("    x = 0.5 * x * (1.0 + _tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))")
+    if kind == "gelu":
+        return "    x = 0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))"
+    if kind == "silu":
+        return "    x = x * (1.0 / (1.0 + tl.exp(-x)))"
+    if kind == "sigmoid":
+        return "    x = 1.0 / (1.0 + tl.exp(-x))"
+    if kind == "tanh":
+        return "    x = _tanh(x)"
+    if kind == "clamp":
+        lines = []
+        if bounds[0]:
+            lines.append(f"    x = tl.where(x < lo{i}, lo{i}, x)")
+        if bounds[1]:
+            lines.append(f"    x = tl.where(x > hi{i}, hi{i}, x)")
+        return "\n".join(lines)
+    symbol = "+" if kind == "add" else "*"
+    if form == "c":
+        return f"    x = x {symbol} c{i}"
+    return (f"    t{i} = tl.load(T{i} + rows[:, None] * stride_t{i}m + cols[None, :] * stride_t{i}n,"
+            f" mask=mask, other=0).to(tl.float32)\n    x = x {symbol} t{i}")
+
+
+def _reduction_source(j: int, kind: str, source: str, seg: int) -> str:
+    value = "y.to(tl.float32)" if source == "output" else "x"
+    if kind in ("sumsq", "meansq"):
+        prep = f"v{j} * v{j}"
+    elif kind == "amax":
+        prep = f"tl.abs(v{j})"
+    else:
+        prep = f"v{j}"
+    combine = f"tl.reduce(v{j}, 2, _nanmax)" if kind == "amax" else f"tl.sum(v{j}, 2)"
+    return (f"    v{j} = {value}\n"
+            f"    v{j} = tl.where(mask, {prep}, 0.0)\n"
+            f"    v{j} = tl.reshape(v{j}, (BLOCK_M, BLOCK_N // {seg}, {seg}))\n"
+            f"    p{j} = {combine}\n"
+            f"    segs{j} = pid_n * (BLOCK_N // {seg}) + tl.arange(0, BLOCK_N // {seg})\n"
+            f"    tl.store(W{j} + rows[:, None] * stride_w{j} + segs{j}[None, :], p{j},"
+            f" mask=mask_m[:, None] & (segs{j}[None, :] < N // {seg}))")
+
+
+def _source(plan: _Plan) -> str:
+    operand_params, scalar_params, epilogue = [], [], []
+    if plan.scale_a:
+        epilogue.append("    x = x * tl.load(SA + rows * stride_sa, mask=mask_m, other=0)[:, None]")
+    if plan.scale_b:
+        epilogue.append("    x = x * tl.load(SB + cols * stride_sb, mask=mask_n, other=0)[None, :]")
+    if plan.bias:
+        epilogue.append("    x = x + tl.load(BIAS + cols * stride_bias, mask=mask_n, other=0)"
+                        ".to(tl.float32)[None, :]")
+    for i, ((kind, form, approx), bounds) in enumerate(zip(plan.ops, plan.clamp_bounds)):
+        if form == "t":
+            operand_params.append(f"T{i}")
+            scalar_params += [f"stride_t{i}m", f"stride_t{i}n"]
+        elif form == "c":
+            scalar_params.append(f"c{i}")
+        if kind == "clamp":
+            scalar_params += [f"{name}{i}" for name, used in zip(("lo", "hi"), bounds) if used]
+        epilogue.append(_op_source(i, kind, form, approx, bounds))
+    workspace_params = [f"W{j}" for j in range(len(plan.reductions))]
+    scalar_params += [f"stride_w{j}" for j in range(len(plan.reductions))]
+    convert = "\n".join(filter(None, [_convert("a", plan.a_dtype, plan),
+                                      _convert("b", plan.b_dtype, plan)]))
+    wide_fp32 = "tl.float32" in (_dot_operand_dtype(plan.a_dtype, plan),
+                                 _dot_operand_dtype(plan.b_dtype, plan)) or plan.a_dtype == torch.float32
+    return _HEADER + _KERNEL.format(
+        configs=_configs(plan),
+        out_dtype=_TL_WIDE[plan.out_dtype],
+        operand_params="".join(f", {name}" for name in operand_params),
+        workspace_params="".join(f", {name}" for name in workspace_params),
+        scalar_params="".join(f", {name}" for name in scalar_params),
+        convert=convert or "        pass",
+        dot_kwargs=', input_precision="ieee"' if wide_fp32 else "",
+        epilogue="\n".join(epilogue) or "    pass",
+        store=("    tl.store(Y + rows[:, None] * stride_ym + cols[None, :] * stride_yn, y,"
+               " mask=mask)") if plan.store else "",
+        reductions="\n".join(_reduction_source(j, kind, source, seg)
+                             for j, (kind, source, seg) in enumerate(plan.reductions)),
+    )
+
+
+_MODULES: dict[_Plan, ModuleType] = {}
+_SOURCE_DIR: str | None = None
+
+
+def _kernel_module(plan: _Plan) -> ModuleType:
+    global _SOURCE_DIR
+    module = _MODULES.get(plan)
+    if module is not None:
+        return module
+    source = _source(plan)
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    if _SOURCE_DIR is None:
+        _SOURCE_DIR = tempfile.mkdtemp(prefix="devcaps_kernels_")
+    path = os.path.join(_SOURCE_DIR, f"fused_scaled_mm_{digest}.py")
+    with open(path, "w") as handle:
+        handle.write(source)
+    name = f"devcaps_kernels._generated_{digest}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # triton resolves the kernel's globals through its module
+    spec.loader.exec_module(module)
+    _MODULES[plan] = module
+    return module
+
+
+def _plan(p: Problem, block_n: int) -> _Plan:
+    ops, bounds = [], []
+    for op, operand in zip(p.epilogue, p.operands):
+        form = "" if operand is None else ("c" if operand.full is None else "t")
+        ops.append((op.kind, form, op.approximate))
+        bounds.append((op.lo is not None, op.hi is not None))
+    reductions = tuple((r.kind, r.source, math.gcd(r.group_size(p.n), block_n))
+                       for r in p.reductions)
+    return _Plan(a_dtype=p.a.dtype, b_dtype=p.b.dtype, native_fp8=_native_fp8(p),
+                 out_dtype=p.out_dtype, scale_a=p.scale_a is not None,
+                 scale_b=p.scale_b is not None, bias=p.bias is not None, ops=tuple(ops),
+                 clamp_bounds=tuple(bounds), reductions=reductions, store=p.store_output,
+                 block_n=block_n, interpret=_interpreting())
+
+
+def _as_bytes(t: torch.Tensor) -> torch.Tensor:
+    return t.view(torch.uint8) if t.dtype in FP8_DTYPES else t
+
+
+def _finish_reduction(ws: torch.Tensor, kind: str, group: int, seg: int) -> torch.Tensor:
+    m, parts = ws.shape
+    if seg != group:
+        grouped = ws.view(m, parts * seg // group, group // seg)
+        ws = grouped.amax(-1) if kind == "amax" else grouped.sum(-1)
+    if kind in ("mean", "meansq"):
+        ws = ws / group
+    return ws
+
+
+def run_triton(p: Problem) -> Result:
+    try:
+        import triton
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise RuntimeError(f"backend='triton' needs the triton package: {exc}") from exc
+    if p.device.type == "cpu" and not _interpreting():
+        raise ValueError("backend='triton' on CPU tensors needs TRITON_INTERPRET=1 "
+                         "(set before triton is imported); use backend='cpu' instead")
+    m, n, k = p.m, p.n, p.k
+    dev = p.device
+    y = torch.empty(m, n, dtype=p.out_dtype, device=dev) if p.store_output else None
+    if m == 0 or n == 0:
+        from .reference import run_reference
+
+        return run_reference(p)
+    block_n = _block_n(n)
+    plan = _plan(p, block_n)
+    kernel = _kernel_module(plan).fused_scaled_mm
+    workspaces = [torch.empty(m, n // seg, dtype=torch.float32, device=dev)
+                  for (_, _, seg) in plan.reductions]
+    dummy = torch.empty(1, dtype=torch.float32, device=dev)
+    sa = p.scale_a if p.scale_a is not None else dummy
+    sb = p.scale_b if p.scale_b is not None else dummy
+    bias = p.bias if p.bias is not None else dummy
+    args: list[object] = [_as_bytes(p.a), _as_bytes(p.b), y if y is not None else dummy,
+                          sa, sb, bias]
+    scalars: list[object] = []
+    for op, operand in zip(p.epilogue, p.operands):
+        if operand is not None and operand.full is not None:
+            args.append(operand.full)
+            scalars += [operand.full.stride(0), operand.full.stride(1)]
+        elif operand is not None:
+            scalars.append(operand.number)
+        if op.kind == "clamp":
+            scalars += [bound for bound in (op.lo, op.hi) if bound is not None]
+    args += workspaces
+    y_strides = (y.stride(0), y.stride(1)) if y is not None else (0, 0)
+    args += [m, n, k, p.a.stride(0), p.a.stride(1), p.b.stride(0), p.b.stride(1), *y_strides,
+             sa.stride(0) if sa.shape[0] != 1 else 0,
+             sb.stride(-1) if sb.shape[-1] != 1 else 0,
+             bias.stride(0) if p.bias is not None else 0]
+    args += scalars
+    args += [ws.stride(0) for ws in workspaces]
+
+    def grid(meta: dict[str, int]) -> tuple[int]:
+        return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, block_n),)
+
+    kernel[grid](*args, BLOCK_N=block_n)
+    reduced = []
+    for r, ws, (kind, _, seg) in zip(p.reductions, workspaces, plan.reductions):
+        out = _finish_reduction(ws, kind, r.group_size(n), seg)
+        reduced.append(out.view(m) if r.group is None else out)
+    return y, tuple(reduced)

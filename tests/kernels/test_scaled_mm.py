@@ -1,0 +1,222 @@
+"""scaled_mm on the test's device (backend "auto") against the reference backend.
+
+Every test draws fresh random data. y is checked at the issue's tolerances; reductions are
+checked against the kernel's own y (source="output") at fp32 tolerance.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from devcaps_kernels import Reduce, choose_backend, last_backend, scaled_mm
+from devcaps_kernels import epilogue as ep
+from tests.kernels.helpers import assert_reduction_close, assert_y_close, fresh
+
+pytestmark = pytest.mark.dtypes(torch.bfloat16, torch.float16, torch.float32)
+
+RAGGED = [(33, 96, 40), (1, 16, 1), (65, 48, 129)]
+
+
+def run_both(a, b, **kwargs):
+    y, reds = scaled_mm(a, b, **kwargs)
+    backend = last_backend()
+    ref_y, ref_reds = scaled_mm(a, b, backend="reference", **kwargs)
+    return y, reds, ref_y, ref_reds, backend
+
+
+@pytest.mark.parametrize("shape", RAGGED, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "nobias"])
+@pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float32], ids=["out_bf16", "out_fp32"])
+def test_matches_reference(device, dtype, shape, with_bias, out_dtype):
+    m, n, k = shape
+    a, b = fresh(m, k, dtype=dtype, device=device), fresh(k, n, dtype=dtype, device=device)
+    bias = fresh(n, dtype=dtype, device=device) if with_bias else None
+    t = fresh(m, 1, dtype=torch.float32, device=device)
+    reductions = [Reduce("sum"), Reduce("sumsq", group=8), Reduce("amax", source="fp32")]
+    y, reds, ref_y, ref_reds, backend = run_both(
+        a, b, bias=bias, out_dtype=out_dtype, reductions=reductions,
+        epilogue=[ep.gelu(approximate="tanh"), ep.mul(t)])
+    assert backend == choose_backend(device)
+    assert_y_close(y, ref_y)
+    assert_reduction_close(reds[0], y.float(), reductions[0])
+    assert_reduction_close(reds[1], y.float(), reductions[1])
+    torch.testing.assert_close(reds[2], ref_reds[2], rtol=1e-3, atol=1e-3)
+
+
+def _operand(form: str, m: int, n: int, device) -> object:
+    shapes = {"scalar": None, "0d": (), "row": (n,), "row2d": (1, n), "col": (m, 1), "full": (m, n)}
+    if form == "scalar":
+        return 0.75
+    return fresh(*shapes[form], dtype=torch.float32, device=device)
+
+
+OPS = {
+    "relu": lambda t: ep.relu(),
+    "gelu": lambda t: ep.gelu(),
+    "gelu_tanh": lambda t: ep.gelu(approximate="tanh"),
+    "silu": lambda t: ep.silu(),
+    "sigmoid": lambda t: ep.sigmoid(),
+    "tanh": lambda t: ep.tanh(),
+    "scale": lambda t: ep.scale(-1.5),
+    "clamp": lambda t: ep.clamp(-0.5, 0.8),
+    "clamp_lo": lambda t: ep.clamp(lo=0.1),
+    "clamp_hi": lambda t: ep.clamp(hi=-0.1),
+}
+
+
+@pytest.mark.parametrize("op", sorted(OPS))
+def test_every_activation_op(device, dtype, op):
+    m, n, k = 33, 96, 40
+    a, b = fresh(m, k, dtype=dtype, device=device), fresh(k, n, dtype=dtype, device=device)
+    bias = fresh(n, dtype=torch.float32, device=device)
+    for epilogue in ([OPS[op](None)], [ep.scale(0.5), OPS[op](None)]):
+        y, reds, ref_y, _, _ = run_both(a, b, bias=bias, epilogue=epilogue,
+                                        reductions=[Reduce("sum")])
+        assert_y_close(y, ref_y)
+        assert_reduction_close(reds[0], y.float(), Reduce("sum"))
+
+
+@pytest.mark.parametrize("kind", ["add", "mul"])
+@pytest.mark.parametrize("form", ["scalar", "0d", "row", "row2d", "col", "full"])
+def test_binary_ops_every_operand_form(device, dtype, kind, form):
+    m, n, k = 33, 96, 40
+    a, b = fresh(m, k, dtype=dtype, device=device), fresh(k, n, dtype=dtype, device=device)
+    t = _operand(form, m, n, device)
+    op = ep.add(t) if kind == "add" else ep.mul(t)
+    y, _, ref_y, _, _ = run_both(a, b, epilogue=[ep.relu(), op, ep.tanh()], out_dtype=torch.float32)
+    assert_y_close(y, ref_y)
+
+
+GROUPS = [2, 3, 6, 16, 32, 48, 96, None]
+
+
+@pytest.mark.parametrize("source", ["output", "fp32"])
+@pytest.mark.parametrize("kind", ["sum", "mean", "sumsq", "meansq", "amax"])
+def test_every_reduction(device, dtype, kind, source):
+    m, n, k = 33, 96, 40
+    a, b = fresh(m, k, dtype=dtype, device=device), fresh(k, n, dtype=dtype, device=device)
+    reductions = [Reduce(kind, group=g, source=source) for g in GROUPS]
+    y, reds, _, ref_reds, _ = run_both(a, b, bias=fresh(n, dtype=dtype, device=device),
+                                       epilogue=[ep.silu()], reductions=reductions)
+    for r, got, ref in zip(reductions, reds, ref_reds):
+        assert got.shape == ((m,) if r.group is None else (m, n // r.group))
+        if source == "output":
+            assert_reduction_close(got, y.float(), r)
+        else:  # the fp32 accumulator is not returned: compare with the reference's own
+            scale = float(ref.abs().max()) + 1e-30
+            torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-4 * scale)
+
+
+@pytest.mark.parametrize("scales", ["tensorwise", "rowwise", "mixed", "number"])
+def test_scales(device, dtype, scales):
+    m, n, k = 33, 48, 40
+    a, b = fresh(m, k, dtype=dtype, device=device), fresh(k, n, dtype=dtype, device=device)
+    row_a = torch.rand(m, 1, device=device) + 0.5
+    row_b = torch.rand(1, n, device=device) + 0.5
+    one = torch.tensor(0.37, device=device)
+    sa, sb = {"tensorwise": (one, one.reshape(1)), "rowwise": (row_a, row_b),
+              "mixed": (one.reshape(1, 1), row_b), "number": (2.0, None)}[scales]
+    y, reds, ref_y, _, _ = run_both(a, b, scale_a=sa, scale_b=sb, bias=fresh(n, dtype=dtype, device=device),
+                                    reductions=[Reduce("mean", group=16)])
+    assert_y_close(y, ref_y)
+    assert_reduction_close(reds[0], y.float(), Reduce("mean", group=16))
+
+
+def _fp8_case(device, fp8_dtype):
+    m, n, k = 33, 96, 40
+    a = fresh(m, k, dtype=torch.float32, device=device, scale=8.0).to(fp8_dtype)
+    b = fresh(k, n, dtype=torch.float32, device=device, scale=8.0).to(fp8_dtype)
+    reductions = [Reduce("sumsq", group=32), Reduce("amax")]
+    y, reds, ref_y, _, _ = run_both(a, b, scale_a=torch.rand(m, 1, device=device) / 64,
+                                    scale_b=torch.rand(1, n, device=device) / 64,
+                                    bias=fresh(n, dtype=torch.bfloat16, device=device),
+                                    epilogue=[ep.gelu(approximate="tanh")], reductions=reductions)
+    assert_y_close(y, ref_y)
+    for r, got in zip(reductions, reds):
+        assert_reduction_close(got, y.float(), r)
+
+
+@pytest.mark.requires_capability("dtype.fp8_e4m3fn", native=False)
+def test_fp8_e4m3fn(device):
+    _fp8_case(device, torch.float8_e4m3fn)
+
+
+@pytest.mark.requires_capability("dtype.fp8_e5m2", native=False)
+def test_fp8_e5m2(device):
+    _fp8_case(device, torch.float8_e5m2)
+
+
+def test_store_output_false(device, dtype):
+    m, n, k = 33, 96, 40
+    a, b = fresh(m, k, dtype=dtype, device=device), fresh(k, n, dtype=dtype, device=device)
+    reductions = [Reduce("sum"), Reduce("meansq", group=32), Reduce("amax", group=3)]
+    y, reds = scaled_mm(a, b, epilogue=[ep.tanh()], reductions=reductions)
+    y_none, reds_only = scaled_mm(a, b, epilogue=[ep.tanh()], reductions=reductions,
+                                  store_output=False)
+    assert y_none is None
+    for r, got, full in zip(reductions, reds_only, reds):
+        torch.testing.assert_close(got, full, rtol=1e-5, atol=1e-5)
+        assert_reduction_close(got, y.float(), r)
+
+
+def test_k_zero_gives_zeros(device, dtype):
+    a = torch.empty(5, 0, dtype=dtype, device=device)
+    b = torch.empty(0, 16, dtype=dtype, device=device)
+    y, (total, amax) = scaled_mm(a, b, reductions=[Reduce("sum"), Reduce("amax", group=4)])
+    assert torch.equal(y.float(), torch.zeros(5, 16, device=device))
+    assert torch.equal(total, torch.zeros(5, device=device))
+    assert torch.equal(amax, torch.zeros(5, 4, device=device))
+    bias = fresh(16, dtype=torch.float32, device=device)
+    y, _ = scaled_mm(a, b, bias=bias, epilogue=[ep.relu()], out_dtype=torch.float32)
+    torch.testing.assert_close(y, torch.relu(bias).expand(5, 16))
+
+
+def test_non_contiguous_inputs(device, dtype):
+    m, n, k = 33, 48, 40
+    a = fresh(k, 2 * m, dtype=dtype, device=device).t()[::2]      # transposed and strided
+    b = fresh(n, k, dtype=dtype, device=device).t()                # column-major
+    bias = fresh(2 * n, dtype=dtype, device=device)[::2]
+    full = fresh(n, m, dtype=torch.float32, device=device).t()
+    assert not a.is_contiguous() and not b.is_contiguous() and not bias.is_contiguous()
+    kwargs = dict(bias=bias, epilogue=[ep.add(full), ep.relu()], reductions=[Reduce("sum", group=16)])
+    y, reds, ref_y, _, _ = run_both(a, b, **kwargs)
+    dense_y, _ = scaled_mm(a.contiguous(), b.contiguous(), backend="reference", **kwargs)
+    assert_y_close(y, ref_y)
+    assert torch.equal(ref_y, dense_y)
+    assert_reduction_close(reds[0], y.float(), Reduce("sum", group=16))
+
+
+@pytest.mark.parametrize("op", sorted(OPS))
+def test_nan_propagates(device, dtype, op):
+    m, n, k = 9, 32, 24
+    a, b = fresh(m, k, dtype=dtype, device=device), fresh(k, n, dtype=dtype, device=device)
+    a[3, 5] = math.nan
+    reductions = [Reduce("sum"), Reduce("amax", group=8), Reduce("sumsq", source="fp32")]
+    y, reds = scaled_mm(a, b, epilogue=[OPS[op](None)], reductions=reductions)
+    assert torch.isnan(y[3].float()).all()
+    assert not torch.isnan(y[torch.arange(m, device=device) != 3].float()).any()
+    for got in reds:
+        assert torch.isnan(got[3]).all()
+        assert not torch.isnan(got[:3]).any()
+
+
+def test_inf_propagates(device, dtype):
+    m, n, k = 9, 32, 24
+    a, b = fresh(m, k, dtype=dtype, device=device), fresh(k, n, dtype=dtype, device=device)
+    a[2, 0] = math.inf
+    b[0] = b[0].abs() + 1          # row 0 of b positive: row 2 of y is +inf, not NaN
+    y, (total, amax) = scaled_mm(a, b, out_dtype=torch.float32,
+                                 reductions=[Reduce("sum"), Reduce("amax")])
+    assert torch.isposinf(y[2]).all() and torch.isfinite(y[3]).all()
+    assert torch.isposinf(total[2]) and torch.isposinf(amax[2])
+
+
+def test_auto_records_backend(device):
+    a = fresh(4, 8, dtype=torch.float32, device=device)
+    scaled_mm(a, a.t().contiguous())
+    assert last_backend() == choose_backend(device)
+    scaled_mm(a, a.t().contiguous(), backend="reference")
+    assert last_backend() == "reference"
