@@ -1,3 +1,17 @@
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
+import pytest
+
 pytest_plugins = ["pytester"]
+
+
+@pytest.fixture(autouse=True)
+def _shared_probe_cache(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """pytester runs share one probe cache per session (warm after the first), unless a test
+    sets its own ``PYTEST_DEVCAPS_CACHE_DIR``."""
+    if "PYTEST_DEVCAPS_CACHE_DIR" not in os.environ:
+        root = Path(str(tmp_path_factory.getbasetemp())).parent / "devcaps-probe-cache"
+        monkeypatch.setenv("PYTEST_DEVCAPS_CACHE_DIR", str(root))
