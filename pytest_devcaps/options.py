@@ -1,0 +1,172 @@
+"""Command-line options, ini keys and environment variables, resolved with their source.
+
+Precedence: command line, then ``PYTEST_DEVCAPS_*`` environment variables, then ini keys
+(markers beat all of them for the tests they decorate). A bad value names where it came from.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import pytest
+
+from pytest_devcaps.errors import ConfigError
+from pytest_devcaps.registry import CapabilitySetting, RegistryOptions
+
+ENV_DEVICES = "PYTEST_DEVCAPS_DEVICES"
+ENV_EXCEPT = "PYTEST_DEVCAPS_EXCEPT"
+ENV_OVERRIDES = "PYTEST_DEVCAPS_OVERRIDES"
+ENV_PROFILE = "PYTEST_DEVCAPS_PROFILE"
+ENV_REQUIRE = "PYTEST_DEVCAPS_REQUIRE"
+ENV_PROBE_TIMEOUT = "PYTEST_DEVCAPS_PROBE_TIMEOUT"
+
+DEVICES_HELP = "comma-separated device types to run device tests on (default: every type present)"
+EXCEPT_HELP = "comma-separated device types to leave out"
+OVERRIDES_HELP = "capability override YAML file (repeatable; later files win)"
+PROFILE_HELP = "plan against a device profile (shipped name or YAML file) instead of running"
+REQUIRE_HELP = "comma-separated capabilities this runner must have: their skips become failures"
+TIMEOUT_HELP = "seconds one empirical probe may take before it counts as unknown"
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("devcaps", "device capabilities (pytest-devcaps)")
+    group.addoption("--devcaps-devices", dest="devcaps_devices", metavar="TYPES", help=DEVICES_HELP)
+    group.addoption("--devcaps-except", dest="devcaps_except", metavar="TYPES", help=EXCEPT_HELP)
+    group.addoption("--devcaps-overrides", dest="devcaps_overrides", metavar="FILE",
+                    action="append", default=[], help=OVERRIDES_HELP)
+    group.addoption("--devcaps-profile", dest="devcaps_profile", metavar="NAME|FILE", help=PROFILE_HELP)
+    group.addoption("--devcaps-require", dest="devcaps_require", metavar="CAPS", help=REQUIRE_HELP)
+    group.addoption("--devcaps-set", dest="devcaps_set", metavar="CAP=LEVEL[@DEVICE]",
+                    action="append", default=[],
+                    help="force one capability's level (repeatable), e.g. dtype.bf16=unsupported@cpu")
+    group.addoption("--devcaps-json", dest="devcaps_json", metavar="PATH",
+                    help="write a JSON report (devices, capability records, per-test outcomes)")
+    group.addoption("--devcaps-reprobe", dest="devcaps_reprobe", action="store_true",
+                    help="ignore the probe cache and probe again")
+    group.addoption("--devcaps-probe-timeout", dest="devcaps_probe_timeout", metavar="SECONDS",
+                    help=TIMEOUT_HELP)
+    group.addoption("--devcaps-pin-workers", dest="devcaps_pin_workers", action="store_true",
+                    help="under xdist, pin worker i to accelerator i mod count")
+    parser.addini("devcaps_devices", DEVICES_HELP, type="string", default="")
+    parser.addini("devcaps_except", EXCEPT_HELP, type="string", default="")
+    parser.addini("devcaps_overrides", OVERRIDES_HELP + " (relative to the ini file)", type="paths",
+                  default=[])
+    parser.addini("devcaps_require", REQUIRE_HELP, type="string", default="")
+    parser.addini("devcaps_probe_timeout", TIMEOUT_HELP, type="string", default="")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One resolved value and where it came from (``--devcaps-devices``, ``PYTEST_DEVCAPS_...``, ini)."""
+
+    value: Any
+    source: str
+
+
+@dataclass(frozen=True)
+class DevcapsSettings:
+    devices: Setting
+    except_: Setting
+    overrides: Setting
+    profile: Setting
+    require: Setting
+    capability_settings: tuple[CapabilitySetting, ...]
+    json_path: str | None
+    reprobe: bool
+    probe_timeout: Setting
+    pin_workers: bool
+
+    def registry_options(self) -> RegistryOptions:
+        return RegistryOptions(
+            overrides=tuple(str(p) for p in self.overrides.value),
+            settings=self.capability_settings,
+            profile=self.profile.value,
+            reprobe=self.reprobe,
+            probe_timeout=self.probe_timeout.value,
+        )
+
+    def reproduce_flags(self) -> list[str]:
+        """The flags that reproduce this run's device selection and capability answers."""
+        flags: list[str] = []
+        if self.devices.value:
+            flags.append(f"--devcaps-devices={','.join(self.devices.value)}")
+        if self.except_.value:
+            flags.append(f"--devcaps-except={','.join(self.except_.value)}")
+        flags += [f"--devcaps-overrides={p}" for p in self.overrides.value]
+        flags += [f"--devcaps-set={s.capability}={s.level.value}" + (f"@{s.device}" if s.device else "")
+                  for s in self.capability_settings]
+        if self.profile.value:
+            flags.append(f"--devcaps-profile={self.profile.value}")
+        if self.require.value:
+            flags.append(f"--devcaps-require={','.join(self.require.value)}")
+        return flags
+
+
+def _split(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def _layered(config: pytest.Config, option: str, env: str, ini: str) -> Setting:
+    cli = config.getoption(option)
+    if cli:
+        return Setting(cli, f"--{option.replace('_', '-')}")
+    if os.environ.get(env):
+        return Setting(os.environ[env], f"{env} environment variable")
+    value = config.getini(ini) if ini else None
+    if value:
+        return Setting(value, f"ini option {ini} in {config.inipath}")
+    return Setting(None, "default")
+
+
+def resolve_settings(config: pytest.Config) -> DevcapsSettings:
+    """Resolve every option with its source; raises :class:`ConfigError` naming a bad one."""
+    devices = _layered(config, "devcaps_devices", ENV_DEVICES, "devcaps_devices")
+    except_ = _layered(config, "devcaps_except", ENV_EXCEPT, "devcaps_except")
+    require = _layered(config, "devcaps_require", ENV_REQUIRE, "devcaps_require")
+    profile = _layered(config, "devcaps_profile", ENV_PROFILE, "")
+    timeout = _layered(config, "devcaps_probe_timeout", ENV_PROBE_TIMEOUT, "devcaps_probe_timeout")
+
+    overrides: Setting
+    if config.getoption("devcaps_overrides"):
+        overrides = Setting(tuple(Path(p) for p in config.getoption("devcaps_overrides")),
+                            "--devcaps-overrides")
+    elif os.environ.get(ENV_OVERRIDES):
+        overrides = Setting(tuple(Path(p) for p in os.environ[ENV_OVERRIDES].split(os.pathsep) if p),
+                            f"{ENV_OVERRIDES} environment variable")
+    else:
+        overrides = Setting(tuple(config.getini("devcaps_overrides")),
+                            f"ini option devcaps_overrides in {config.inipath}")
+    for path in overrides.value:
+        if not Path(path).is_file():
+            raise ConfigError(f"override file {str(path)!r} does not exist", file=overrides.source)
+
+    timeout_value = 10.0
+    if timeout.value not in (None, ""):
+        try:
+            timeout_value = float(timeout.value)
+            if timeout_value <= 0:
+                raise ValueError
+        except ValueError:
+            raise ConfigError(f"invalid probe timeout {timeout.value!r}: expected seconds > 0",
+                              file=timeout.source) from None
+
+    settings = tuple(CapabilitySetting.parse(text, source="--devcaps-set")
+                     for text in config.getoption("devcaps_set"))
+    return DevcapsSettings(
+        devices=Setting(_split(devices.value or ""), devices.source),
+        except_=Setting(_split(except_.value or ""), except_.source),
+        overrides=overrides,
+        profile=profile,
+        require=Setting(_split(require.value or ""), require.source),
+        capability_settings=settings,
+        json_path=config.getoption("devcaps_json"),
+        reprobe=bool(config.getoption("devcaps_reprobe")),
+        probe_timeout=Setting(timeout_value, timeout.source),
+        pin_workers=bool(config.getoption("devcaps_pin_workers")),
+    )
+
+
+KNOWN_DEVICE_TYPES: Sequence[str] = ("cpu", "cuda", "xpu", "mps", "hpu", "mtia", "npu", "privateuseone")

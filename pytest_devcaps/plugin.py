@@ -1,0 +1,205 @@
+"""pytest entry point (``pytest11: devcaps``). Cheap to import: torch is imported inside hooks."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Generator
+
+import pytest
+
+from pytest_devcaps import markers as _markers
+from pytest_devcaps.errors import ConfigError, DevcapsError, UnknownCapabilityError, did_you_mean
+from pytest_devcaps.fixtures import (  # noqa: F401  (fixtures are found by name on this module)
+    devcaps,
+    device,
+    device_runtime,
+    device_type,
+    dist_backend,
+    dtype,
+    item_device,
+)
+from pytest_devcaps.options import KNOWN_DEVICE_TYPES, add_options, resolve_settings
+from pytest_devcaps.state import EVALUATION_KEY, STATE_KEY, SessionState, session_state
+
+WORKERINPUT_KEY = "devcaps_registry"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from pytest_devcaps import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    for line in _markers.MARKER_LINES:
+        config.addinivalue_line("markers", line)
+    try:
+        settings = resolve_settings(config)
+        workerinput = getattr(config, "workerinput", None)
+        from pytest_devcaps.registry import CapabilityRegistry, install_default_registry
+
+        if workerinput is not None and WORKERINPUT_KEY in workerinput:
+            registry = CapabilityRegistry.from_snapshot(workerinput[WORKERINPUT_KEY])
+        else:
+            registry = CapabilityRegistry.build(settings.registry_options(), hook=config.hook)
+        selected = select_devices(registry, settings, workerinput)
+    except DevcapsError as exc:
+        raise pytest.UsageError(f"pytest-devcaps: {exc}") from None
+    primary = next((key for key in selected if not key.startswith("cpu")), None)
+    if primary is None:
+        primary = selected[0] if selected else registry.primary_device.key
+    config.stash[STATE_KEY] = SessionState(settings, registry, selected, primary,
+                                           is_worker=workerinput is not None)
+    install_default_registry(registry)
+    _register_optional_plugins(config)
+
+
+def _register_optional_plugins(config: pytest.Config) -> None:
+    from pytest_devcaps import reporting
+
+    config.pluginmanager.register(reporting.ReportingPlugin(config), "devcaps-reporting")
+    if config.pluginmanager.hasplugin("xdist"):
+        from pytest_devcaps.xdist_hooks import XdistHooks
+
+        config.pluginmanager.register(XdistHooks(config), "devcaps-xdist")
+    try:
+        from pytest_devcaps.distributed import fixture as distributed_fixture
+    except ImportError:
+        return
+    if not config.pluginmanager.is_registered(distributed_fixture):
+        config.pluginmanager.register(distributed_fixture, "devcaps-distributed")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if STATE_KEY in config.stash:
+        from pytest_devcaps.registry import uninstall_default_registry
+
+        uninstall_default_registry(config.stash[STATE_KEY].registry)
+
+
+def select_devices(registry: Any, settings: Any, workerinput: dict[str, Any] | None) -> list[str]:
+    """Device keys the ``device`` fixture is parametrized over (first device of each type)."""
+    present = registry.device_types()
+    known = list(dict.fromkeys([*KNOWN_DEVICE_TYPES, *present]))
+    for setting in (settings.devices, settings.except_):
+        for name in setting.value:
+            if name not in known:
+                raise ConfigError(f"unknown device type {name!r}{did_you_mean(name, known)}; "
+                                  f"present here: {', '.join(present)}", file=setting.source)
+            if name not in present and setting is settings.devices:
+                warnings.warn(f"pytest-devcaps: device type {name!r} from {setting.source} is not "
+                              f"present on this machine (present: {', '.join(present)})", stacklevel=1)
+    wanted = [t for t in (settings.devices.value or present) if t in present]
+    chosen = [t for t in wanted if t not in settings.except_.value]
+    keys: list[str] = []
+    worker = _worker_number(workerinput) if settings.pin_workers else None
+    for type_ in chosen:
+        identity = registry.identity(type_)
+        if worker is not None and type_ != "cpu" and identity.count > 0:
+            keys.append(f"{type_}:{worker % identity.count}")
+        else:
+            keys.append(identity.key)
+    return keys
+
+
+def _worker_number(workerinput: dict[str, Any] | None) -> int | None:
+    if not workerinput:
+        return None
+    worker_id = str(workerinput.get("workerid", ""))
+    digits = worker_id.lstrip("gw")
+    return int(digits) if digits.isdigit() else None
+
+
+def _user_parametrizes(metafunc: pytest.Metafunc, name: str) -> bool:
+    for mark in metafunc.definition.iter_markers("parametrize"):
+        argnames = mark.args[0] if mark.args else mark.kwargs.get("argnames", "")
+        names = [a.strip() for a in argnames.split(",")] if isinstance(argnames, str) else list(argnames)
+        if name in names:
+            return True
+    return False
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    state = session_state(metafunc.config)
+    marks = [m for m in metafunc.definition.iter_markers()
+             if m.name in ("requires_capability", "requires_devices", "requires_memory", "dtypes")]
+    try:
+        _markers.validate_marks(marks, state.registry)
+    except UnknownCapabilityError as exc:
+        pytest.fail(f"{metafunc.definition.nodeid}: {exc}", pytrace=False)
+    except TypeError as exc:
+        pytest.fail(f"{metafunc.definition.nodeid}: {exc}", pytrace=False)
+    if "device" in metafunc.fixturenames and not _user_parametrizes(metafunc, "device"):
+        ids = [key.split(":")[0] for key in state.selected]
+        metafunc.parametrize("device", state.selected, ids=ids, indirect=True)
+    dtypes_mark = metafunc.definition.get_closest_marker("dtypes")
+    if dtypes_mark is not None and "dtype" in metafunc.fixturenames:
+        values = list(dtypes_mark.args)
+        if len(values) == 1 and isinstance(values[0], (list, tuple)):
+            values = list(values[0])
+        if not values:
+            pytest.fail(f"{metafunc.definition.nodeid}: dtypes() needs at least one dtype",
+                        pytrace=False)
+        metafunc.parametrize("dtype", values, ids=[_markers.dtype_name(v) for v in values],
+                             indirect=True)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    state = session_state(config)
+    for item in items:
+        marks = [m for m in item.iter_markers()
+                 if m.name in ("requires_capability", "requires_devices", "requires_memory")]
+        callspec = getattr(item, "callspec", None)
+        uses_device = callspec is not None and "device" in callspec.params
+        dtype_param = callspec.params.get("dtype") if callspec is not None else None
+        if not marks and not uses_device and dtype_param is None:
+            continue
+        evaluation = _markers.evaluate(marks, state.registry, item_device(item), dtype_param)
+        item.stash[EVALUATION_KEY] = evaluation
+        item.user_properties.append(("devcaps_device", evaluation.device))
+        if evaluation.required:
+            item.user_properties.append(("devcaps_requires", ",".join(evaluation.required)))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    evaluation = item.stash.get(EVALUATION_KEY, None)
+    if evaluation is None or not evaluation.skip:
+        return
+    required = set(session_state(item.config).settings.require.value)
+    enforced = [m for m in evaluation.missing if m.key in required]
+    if enforced:
+        names = ", ".join(sorted({m.key for m in enforced}))
+        pytest.fail(f"{names} required on this runner (--devcaps-require) but: {evaluation.reason}",
+                    pytrace=False)
+    pytest.skip(evaluation.reason)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    report = yield
+    evaluation = item.stash.get(EVALUATION_KEY, None)
+    if evaluation is not None and evaluation.skip and report.skipped and isinstance(report.longrepr, tuple):
+        # Point the skip at the test, not at this plugin (as pytest does for skip marks).
+        filename, line = item.reportinfo()[:2]
+        report.longrepr = (str(filename), (line or 0) + 1, report.longrepr[2])
+    if evaluation is not None:
+        report.__dict__["devcaps"] = {
+            "device": evaluation.device,
+            "requires": list(evaluation.required),
+            "missing": [m.to_dict() for m in evaluation.missing],
+        }
+    return report
+
+
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
+    if STATE_KEY not in config.stash:
+        return None
+    from pytest_devcaps.reporting import header_lines
+
+    return header_lines(session_state(config), verbose=config.get_verbosity() > 0)

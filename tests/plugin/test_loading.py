@@ -1,0 +1,141 @@
+"""Loading the plugin: autoload on/off, -p pytest_devcaps, -p no:devcaps, vendor hooks."""
+
+from __future__ import annotations
+
+import pytest
+
+COUNT_CONFTEST = """
+import pytest
+
+CALLS = []
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_devcaps_register_capabilities(registrar):
+    CALLS.append(1)
+
+def pytest_report_header(config):
+    return f"register_capabilities calls: {len(CALLS)}"
+"""
+
+
+@pytest.mark.parametrize("autoload", [True, False], ids=["autoload", "no-autoload"])
+def test_dash_p_registers_once(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, autoload: bool) -> None:
+    if autoload:
+        monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    else:
+        monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makeconftest(COUNT_CONFTEST)
+    pytester.makepyfile("def test_d(device): pass")
+    result = pytester.runpytest_subprocess("-p", "pytest_devcaps")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines_random(["register_capabilities calls: 1", "devcaps: * device(s)*"])
+    result.stdout.no_fnmatch_line("*already registered*")
+
+
+def test_entry_point_name_also_works_with_dash_p(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makepyfile("def test_d(device): pass")
+    result = pytester.runpytest_subprocess("-p", "pytest_devcaps.plugin")
+    result.assert_outcomes(passed=1)
+
+
+def test_disabled_plugin(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_d(): pass")
+    result = pytester.runpytest_subprocess("-p", "no:devcaps")
+    result.assert_outcomes(passed=1)
+    result.stdout.no_fnmatch_line("devcaps:*")
+
+
+def test_plugin_import_is_cheap(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import subprocess, sys
+
+        def test_import():
+            code = "import sys, pytest_devcaps.plugin; print('torch' in sys.modules)"
+            out = subprocess.check_output([sys.executable, "-c", code], text=True)
+            assert out.strip() == "False"
+        """
+    )
+    pytester.runpytest().assert_outcomes(passed=1)
+
+
+def test_misspelled_hook_argument_is_a_validation_error(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        """
+        def pytest_devcaps_register_backends(registrr):
+            pass
+        """
+    )
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest_subprocess()
+    assert result.ret != 0
+    result.stderr.fnmatch_lines(["*PluginValidationError*for hook 'pytest_devcaps_register_backends'*",
+                                 "*{'registrr'} are declared in the hookimpl but can not be found in the hookspec*"])
+
+
+def test_out_of_tree_backend_and_adjust_hook(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        """
+        import dataclasses
+        import pytest
+        import torch
+        from pytest_devcaps import DeviceIdentity, Level
+
+        torch.utils.rename_privateuse1_backend("acme")
+
+        class AcmeBackend:
+            type = "acme"
+            visible_devices_variable = "ACME_VISIBLE_DEVICES"
+
+            def is_available(self):
+                return True
+
+            def discover(self):
+                return [DeviceIdentity(type="acme", index=0, vendor="acme", name="Acme N1",
+                                       arch="n1", count=2, facts={"generation": 1})]
+
+            def default_dist_backend(self):
+                return None
+
+        @pytest.hookimpl(optionalhook=True)
+        def pytest_devcaps_register_backends(registrar):
+            registrar.add(AcmeBackend())
+
+        @pytest.hookimpl(optionalhook=True)
+        def pytest_devcaps_register_capabilities(registrar):
+            registrar.capability("acme.sparse", "Acme sparse units")
+            registrar.rule("acme", "acme.sparse", "native", "sparse units on {arch}", when="generation >= 1")
+            registrar.rule("acme", "dtype.fp16", "native", "N1 has fp16")
+
+        @pytest.hookimpl(optionalhook=True)
+        def pytest_devcaps_adjust_results(device, records):
+            if device.vendor != "acme":
+                return None
+            return [dataclasses.replace(r, level=Level.UNSUPPORTED, reason="lab says no",
+                                        source="hook:conftest")
+                    for r in records if r.capability == "dtype.bf16"]
+        """
+    )
+    pytester.makepyfile(
+        """
+        import pytest
+
+        def test_rule(devcaps, device):
+            assert str(device) == "acme:0"
+            record = devcaps["acme.sparse"]
+            assert (record.level.value, record.source, record.reason) == ("native", "vendor-rule", "sparse units on n1")
+
+        @pytest.mark.requires_capability("dtype.bf16")
+        def test_bf16(device):
+            pass
+
+        @pytest.mark.requires_devices(2)
+        def test_two(device):
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("-rs", "-v", "--devcaps-devices=acme", "--devcaps-probe-timeout=20")
+    result.assert_outcomes(passed=2, skipped=1)
+    result.stdout.fnmatch_lines(["*test_rule?acme? PASSED*",
+                                 "*requires dtype.bf16 on acme:0: unsupported (hook:conftest: lab says no)*"])

@@ -1,0 +1,229 @@
+"""Markers: requires_capability, requires_devices, requires_memory, dtypes; typo handling."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def test_requires_capability_skip_names_capability_device_level_and_source(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.requires_capability("dtype.bf16")
+        def test_needs_bf16(device):
+            pass
+
+        @pytest.mark.requires_capability("dtype.fp64")
+        def test_needs_fp64(device):
+            pass
+        """
+    )
+    result = pytester.runpytest("-rs", "--devcaps-devices=cpu", "--devcaps-set=dtype.bf16=unsupported")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*requires dtype.bf16 on cpu: unsupported (cli: set on the command line)*"])
+
+
+def test_any_of_needs_one_alternative(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.requires_capability(any_of=["dtype.bf16", "dtype.fp16"])
+        def test_one_half_type(device):
+            pass
+
+        @pytest.mark.requires_capability(any_of=["dtype.tf32", "runtime.graphs"])
+        def test_none_present(device):
+            pass
+        """
+    )
+    result = pytester.runpytest("-rs", "--devcaps-devices=cpu", "--devcaps-set=dtype.bf16=unsupported",
+                                "--devcaps-set=dtype.fp16=native", "--devcaps-set=dtype.tf32=unsupported",
+                                "--devcaps-set=runtime.graphs=unsupported")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*requires any of dtype.tf32, runtime.graphs on cpu: dtype.tf32 unsupported*"])
+
+
+def test_native_refuses_emulated(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.requires_capability("dtype.bf16", native=True)
+        def test_native(device):
+            pass
+
+        @pytest.mark.requires_capability("dtype.bf16")
+        def test_any(device):
+            pass
+        """
+    )
+    result = pytester.runpytest("-rs", "--devcaps-devices=cpu", "--devcaps-set=dtype.bf16=emulated")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*requires native dtype.bf16 on cpu: emulated*"])
+
+
+def test_unknown_capability_fails_collection_with_closest_name(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.requires_capability("dtype.fp8_e4m3")
+        def test_typo(device):
+            pass
+        """
+    )
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*unknown capability 'dtype.fp8_e4m3' (did you mean 'dtype.fp8_e4m3fn'?)*"])
+
+
+def test_unknown_capability_in_any_of_and_class_mark(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.requires_capability(any_of=["attention.flsh"])
+        class TestThing:
+            def test_a(self):
+                pass
+        """
+    )
+    result = pytester.runpytest()
+    result.stdout.fnmatch_lines(["*did you mean 'attention.flash'*"])
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+
+
+def test_bad_marker_arguments_fail_collection(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.requires_capability("dtype.bf16", nativ=True)
+        def test_kw():
+            pass
+        """
+    )
+    result = pytester.runpytest()
+    result.stdout.fnmatch_lines(["*unexpected keyword*nativ*"])
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+
+
+def test_requires_devices(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.requires_devices(1)
+        def test_one(device):
+            pass
+
+        @pytest.mark.requires_devices(64)
+        def test_many(device):
+            pass
+        """
+    )
+    result = pytester.runpytest("-rs", "--devcaps-devices=cpu")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*requires 64 cpu devices; found 1*"])
+
+
+def test_requires_memory(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.requires_memory("1MiB")
+        def test_small(device):
+            pass
+
+        @pytest.mark.requires_memory("1000TiB")
+        def test_huge(device):
+            pass
+
+        @pytest.mark.requires_memory("1MiB", per_allocation="1000TiB")
+        def test_huge_allocation(device):
+            pass
+        """
+    )
+    result = pytester.runpytest("-rs", "--devcaps-devices=cpu")
+    result.assert_outcomes(passed=1, skipped=2)
+    result.stdout.fnmatch_lines(["*requires 1000TiB memory on cpu; found *GiB*",
+                                 "*requires a single 1000TiB allocation on cpu*"])
+
+
+def test_requires_memory_bad_size(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.requires_memory("lots")
+        def test_x():
+            pass
+        """
+    )
+    result = pytester.runpytest()
+    result.stdout.fnmatch_lines(["*requires_memory takes a size like '24GiB'*"])
+
+
+def test_dtypes_parametrize_and_skip_missing_dtype_with_capability(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+        import torch
+
+        @pytest.mark.dtypes(torch.float32, torch.bfloat16, torch.float64)
+        def test_add(device, dtype):
+            x = torch.ones(2, device=device, dtype=dtype)
+            assert (x + x).dtype == dtype
+        """
+    )
+    result = pytester.runpytest("-v", "-rs", "--devcaps-devices=cpu", "--devcaps-set=dtype.fp64=unsupported")
+    result.assert_outcomes(passed=2, skipped=1)
+    result.stdout.fnmatch_lines([
+        "*test_add?cpu-float32? PASSED*",
+        "*test_add?cpu-bfloat16? PASSED*",
+        "*test_add?cpu-float64? SKIPPED*",
+        "SKIPPED [1] test_dtypes_parametrize_and_skip_missing_dtype_with_capability.py:4: "
+        "requires dtype.fp64 on cpu: unsupported (cli: set on the command line)",
+    ])
+
+
+def test_tests_without_device_fixture_use_primary_device(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.requires_capability("dtype.fp16")
+        def test_plain():
+            pass
+        """
+    )
+    result = pytester.runpytest("-rs", "--devcaps-set=dtype.fp16=unsupported")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*requires dtype.fp16 on *: unsupported*"])
+
+
+def test_markers_are_registered_and_strict_markers_clean(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest, torch
+
+        @pytest.mark.requires_capability("dtype.fp64")
+        @pytest.mark.requires_devices(1)
+        @pytest.mark.requires_memory("1KiB")
+        @pytest.mark.dtypes(torch.float32)
+        def test_all(device, dtype):
+            pass
+        """
+    )
+    result = pytester.runpytest("--strict-markers")
+    result.assert_outcomes(passed=1)
+    markers = pytester.runpytest("--markers")
+    markers.stdout.fnmatch_lines([
+        "@pytest.mark.requires_capability(*capabilities, any_of=None, native=False):*",
+        "@pytest.mark.requires_devices(n):*",
+        "@pytest.mark.requires_memory(size, per_allocation=None):*",
+        "@pytest.mark.dtypes(*dtypes):*",
+    ])
