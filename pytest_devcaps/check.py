@@ -1,0 +1,121 @@
+"""``devcaps check``: the capability table, then every bundled suite on every device, as a matrix."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+SUITES = ("kernels", "fsdp", "dynamo")
+
+
+@dataclass
+class SuiteResult:
+    """Counts per device for one suite run."""
+
+    name: str
+    exit_code: int
+    seconds: float
+    counts: dict[str, Counter[str]] = field(default_factory=dict)
+
+
+def available_suites(wanted: Sequence[str] = ()) -> list[str]:
+    """Bundled suites that are installed (``pytest_devcaps.suites.<name>`` importable)."""
+    names = list(wanted) or list(SUITES)
+    unknown = [n for n in names if n not in SUITES]
+    if unknown:
+        from pytest_devcaps.errors import ConfigError, did_you_mean
+
+        raise ConfigError(f"unknown suite {unknown[0]!r}{did_you_mean(unknown[0], SUITES)}",
+                          file="--suite")
+    return [n for n in names if importlib.util.find_spec(f"pytest_devcaps.suites.{n}") is not None]
+
+
+def classify_outcome(test: dict[str, Any]) -> str:
+    outcome = test.get("outcome") or "error"
+    if outcome == "skipped":
+        return "skipped-by-capability" if test.get("missing") else "skipped-other"
+    return outcome
+
+
+def run_suite(name: str, pytest_args: Sequence[str], *, devices: str | None,
+              overrides: Sequence[str]) -> SuiteResult:
+    """Run one suite in a child pytest (live progress on our stdout) and read its JSON report."""
+    with tempfile.TemporaryDirectory(prefix="devcaps-check-") as tmp:
+        report = Path(tmp) / "report.json"
+        command = [sys.executable, "-m", "pytest", "--pyargs", f"pytest_devcaps.suites.{name}",
+                   "-p", "pytest_devcaps", "-q", "-rfE", f"--devcaps-json={report}",
+                   "-p", "no:cacheprovider", *pytest_args]
+        if devices:
+            command.append(f"--devcaps-devices={devices}")
+        command += [f"--devcaps-overrides={path}" for path in overrides]
+        started = time.perf_counter()
+        exit_code = subprocess.call(command, cwd=tmp, env=dict(os.environ))
+        result = SuiteResult(name, exit_code, time.perf_counter() - started)
+        if report.is_file():
+            for test in json.loads(report.read_text())["tests"]:
+                device = test.get("device") or "-"
+                result.counts.setdefault(device, Counter())[classify_outcome(test)] += 1
+        return result
+
+
+def format_matrix(results: Sequence[SuiteResult]) -> list[str]:
+    devices = sorted({d for r in results for d in r.counts})
+    header = f"{'suite':<8} {'device':<8} {'passed':>7} {'failed':>7} {'errors':>7} " \
+             f"{'skip:cap':>9} {'skip:other':>11} {'seconds':>8}"
+    lines = [header, "-" * len(header)]
+    for result in results:
+        for dev in devices or ["-"]:
+            c = result.counts.get(dev, Counter())
+            if not c and devices:
+                continue
+            lines.append(f"{result.name:<8} {dev:<8} {c['passed']:>7} {c['failed']:>7} "
+                         f"{c['error']:>7} {c['skipped-by-capability']:>9} {c['skipped-other']:>11} "
+                         f"{result.seconds:>8.1f}")
+        if not result.counts:
+            lines.append(f"{result.name:<8} {'-':<8} no report (pytest exit code {result.exit_code})")
+    return lines
+
+
+def command_check(args: argparse.Namespace) -> int:
+    from pytest_devcaps.cli import command_probe
+
+    probe_args = argparse.Namespace(json=False, device=[], overrides=args.overrides, settings=[],
+                                    profile=None, reprobe=False, probe_timeout=10.0)
+    status = command_probe(probe_args)
+    if status:
+        return status
+    suites = available_suites(args.suite)
+    if not suites:
+        print("devcaps check: no bundled suite is installed", file=sys.stderr)
+        return 1
+    results = []
+    for index, name in enumerate(suites, 1):
+        print(f"\n[{index}/{len(suites)}] suite {name} ...", flush=True)
+        results.append(run_suite(name, args.pytest_args, devices=args.devices,
+                                 overrides=args.overrides))
+    print("\ndevcaps check: suite x device")
+    for line in format_matrix(results):
+        print(line)
+    if args.json:
+        from pytest_devcaps.cache import write_atomic
+
+        write_atomic(Path(args.json), json.dumps(
+            [{"suite": r.name, "exit_code": r.exit_code, "seconds": round(r.seconds, 2),
+              "counts": {d: dict(c) for d, c in r.counts.items()}} for r in results], indent=1))
+    failed = [r for r in results if r.exit_code not in (0, 5) or
+              any(c["failed"] or c["error"] for c in r.counts.values())]
+    if failed:
+        print(f"devcaps check: FAILED in {', '.join(r.name for r in failed)}")
+        return 1
+    print("devcaps check: all suites passed")
+    return 0

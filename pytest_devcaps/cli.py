@@ -1,0 +1,129 @@
+"""The ``devcaps`` command: ``probe``, ``profiles`` and ``check``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Sequence
+
+from pytest_devcaps.errors import DevcapsError
+
+EXIT_USAGE = 2
+
+
+def _plugin_hooks() -> Any:
+    """A hook relay with our hookspecs and vendor plugins from the ``devcaps`` entry-point group."""
+    import pluggy
+
+    from pytest_devcaps import hookspecs
+
+    manager = pluggy.PluginManager("pytest")
+    manager.add_hookspecs(hookspecs)
+    manager.load_setuptools_entrypoints("devcaps")
+    return manager.hook
+
+
+def _add_registry_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--overrides", nargs="+", default=[], metavar="FILE",
+                        help="capability override YAML files (later files win)")
+    parser.add_argument("--set", dest="settings", action="append", default=[],
+                        metavar="CAP=LEVEL[@DEVICE]", help="force one capability's level")
+    parser.add_argument("--profile", metavar="NAME|FILE",
+                        help="evaluate the vendor rules against a device profile instead of probing")
+    parser.add_argument("--reprobe", action="store_true", help="ignore the probe cache")
+    parser.add_argument("--probe-timeout", type=float, default=10.0, metavar="SECONDS")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="devcaps", description=(
+        "Which accelerator capabilities does this machine have, how do we know, and does "
+        "the device-generic suite pass on them?"))
+    commands = parser.add_subparsers(dest="command", required=True)
+    probe = commands.add_parser("probe", help="print the capability table (or JSON)")
+    probe.add_argument("--json", action="store_true", help="print every record as JSON")
+    probe.add_argument("--device", action="append", default=[], metavar="D",
+                       help="only these devices or device types (repeatable)")
+    _add_registry_arguments(probe)
+    commands.add_parser("profiles", help="list the shipped device profiles")
+    check = commands.add_parser("check", help="probe, then run the bundled suites on every device")
+    check.add_argument("--devices", metavar="TYPES", help="comma-separated device types")
+    check.add_argument("--overrides", nargs="+", default=[], metavar="FILE")
+    check.add_argument("--json", metavar="PATH", help="write the combined JSON report here")
+    check.add_argument("--suite", action="append", default=[],
+                       help="only these suites (kernels, fsdp, dynamo); repeatable")
+    check.add_argument("pytest_args", nargs="*", help="extra pytest arguments, after --")
+    return parser
+
+
+def _registry_from(args: argparse.Namespace) -> Any:
+    from pytest_devcaps.registry import CapabilityRegistry, CapabilitySetting, RegistryOptions
+
+    options = RegistryOptions(
+        overrides=tuple(args.overrides),
+        settings=tuple(CapabilitySetting.parse(s, source="--set") for s in args.settings),
+        profile=args.profile,
+        reprobe=args.reprobe,
+        probe_timeout=args.probe_timeout,
+    )
+    return CapabilityRegistry.build(options, hook=_plugin_hooks())
+
+
+def command_probe(args: argparse.Namespace) -> int:
+    from pytest_devcaps.reporting import capability_table, describe_identity
+
+    registry = _registry_from(args)
+    devices = [i for i in registry.devices
+               if not args.device or i.key in args.device or i.type in args.device]
+    if args.device and not devices:
+        known = ", ".join(i.key for i in registry.devices)
+        print(f"devcaps: no device matches {', '.join(args.device)}; devices: {known}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.json:
+        payload = {
+            "devices": [i.to_dict() for i in devices],
+            "capabilities": [r.to_dict() for i in devices for r in registry.records(i.key)],
+            "meta": registry.meta,
+        }
+        print(json.dumps(payload, indent=1, sort_keys=True, default=str))
+        return 0
+    meta = registry.meta
+    origin = f"profile {meta['profile']}" if meta.get("profile") else (
+        f"probe cache {meta.get('cache')}, probed in {meta.get('probe_seconds')}s, "
+        f"built in {meta.get('build_seconds')}s")
+    print(f"devcaps: {len(devices)} device(s); {origin}")
+    for identity in devices:
+        print(describe_identity(identity))
+        for line in capability_table(registry.records(identity.key)):
+            print(line)
+    return 0
+
+
+def command_profiles(args: argparse.Namespace) -> int:
+    from pytest_devcaps.config import list_profiles, load_catalogue, load_profile
+
+    catalogue = load_catalogue()
+    for name in list_profiles():
+        profile = load_profile(name, catalogue)
+        print(f"{name:<20} {profile.description}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "probe":
+            return command_probe(args)
+        if args.command == "profiles":
+            return command_profiles(args)
+        from pytest_devcaps.check import command_check
+
+        return command_check(args)
+    except DevcapsError as exc:
+        print(f"devcaps: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""The devcaps command: probe (table and JSON), profiles, bad YAML exits 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_devcaps.cli import main
+
+
+def test_probe_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["probe", "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "devcaps: 1 device(s)" in out
+    assert "cpu: " in out
+    assert "dist.gloo" in out and "native" in out
+
+
+def test_probe_json_has_every_record_field(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["probe", "--json", "--device", "cpu"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["devices"][0]["type"] == "cpu"
+    record = next(r for r in data["capabilities"] if r["capability"] == "attention.flash")
+    assert set(record) == {"capability", "device", "level", "reason", "source"}
+    assert len({r["capability"] for r in data["capabilities"]}) >= 26
+
+
+def test_probe_profile_and_set(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["probe", "--json", "--profile", "amd-mi300x", "--set", "attention.flash=unsupported"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    caps = {r["capability"]: r for r in data["capabilities"]}
+    assert caps["dtype.fp8_e4m3fnuz"]["level"] == "native"
+    assert caps["dtype.fp8_e4m3fn"]["level"] == "unsupported"
+    assert caps["attention.flash"]["source"] == "cli"
+    assert data["meta"]["profile"] == "amd-mi300x"
+
+
+def test_profiles_lists_shipped(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["profiles"]) == 0
+    out = capsys.readouterr().out
+    for name in ("nvidia-h100", "nvidia-h200", "nvidia-b200", "nvidia-a100", "nvidia-rtx3090", "amd-mi300x",
+                 "amd-mi355x", "intel-max-1550", "habana-gaudi3", "apple-m3", "cpu-amx"):
+        assert name in out
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("devcaps: 1\noverrides:\n  - set:\n      dtype.bf61: native\n", "did you mean 'dtype.bf16'"),
+        ("devcaps: 2\noverrides: []\n", "devcaps"),
+        ("devcaps: 1\noverrides:\n  - set: {dtype.bf16: sorta}\n", "sorta"),
+        ("devcaps: 1\noverrides:\n  - when: \"__import__('os')\"\n    set: {dtype.bf16: native}\n", "bad.yaml:3"),
+        ("devcaps: 1\noverrides: [\n", "bad.yaml"),
+    ],
+)
+def test_bad_yaml_exits_2_naming_file(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str,
+                                      expected: str) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text)
+    assert main(["probe", "--overrides", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("devcaps: error: ")
+    assert str(bad) in err and expected in err
+
+
+def test_unknown_device_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["probe", "--device", "tpu"]) == 2
+    assert "no device matches tpu" in capsys.readouterr().err
