@@ -55,9 +55,10 @@ def _write_outcome(path: str, outcome: RankOutcome) -> None:
 
 
 def _skip_reason(exc: BaseException) -> str | None:
-    """pytest's Skipped without importing pytest here."""
-    if type(exc).__name__ == "Skipped" and type(exc).__module__.startswith("_pytest"):
-        return str(getattr(exc, "msg", exc))
+    """The reason of pytest's Skipped (pytest is only imported if the body already did)."""
+    outcomes = sys.modules.get("_pytest.outcomes")
+    if outcomes is not None and isinstance(exc, outcomes.Skipped):
+        return str(exc.msg)
     return None
 
 

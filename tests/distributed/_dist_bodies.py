@@ -1,0 +1,39 @@
+"""Rank bodies for the harness tests (module level: the ranks import them by name)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from pytest_devcaps.distributed import RankContext
+
+
+def describe(ctx: RankContext, offset: int) -> dict[str, object]:
+    value = torch.tensor([float(ctx.rank + offset)])
+    dist.all_reduce(value)
+    return {
+        "rank": ctx.rank,
+        "world_size": dist.get_world_size(),
+        "sum": value.item(),
+        "device": str(ctx.device),
+        "backend": dist.get_backend(),
+        "omp": os.environ.get("OMP_NUM_THREADS"),
+        "master_addr": os.environ.get("MASTER_ADDR"),
+        "threads": torch.get_num_threads(),
+    }
+
+
+def skip_everywhere(ctx: RankContext) -> None:
+    pytest.skip("no widget on this device")
+
+
+def skip_on_rank_one(ctx: RankContext) -> None:
+    if ctx.rank == 1:
+        pytest.skip("rank 1 has no widget")
+
+
+def unpicklable_result(ctx: RankContext) -> object:
+    return lambda: None

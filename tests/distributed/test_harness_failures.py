@@ -1,0 +1,173 @@
+"""A rank that raises, hangs or segfaults fails its test fast, with every rank's story, and
+leaves no process behind; parallel sessions (xdist) do not collide on rendezvous."""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(),
+                                reason="counts processes through /proc")
+
+FAILING = textwrap.dedent("""
+    import os, time
+    import pytest, torch, torch.distributed as dist
+    from pytest_devcaps.distributed import DistributedRunner
+
+    def _note_pid(ctx):
+        path = os.path.join(os.environ["DEVCAPS_TEST_PIDS"], f"{os.getpid()}")
+        open(path, "w").close()
+
+    def raises(ctx):
+        _note_pid(ctx)
+        if ctx.rank == 1:
+            raise ValueError("rank one is broken")
+        dist.barrier()
+
+    def hangs(ctx):
+        _note_pid(ctx)
+        if ctx.rank == 1:
+            time.sleep(600)
+        dist.barrier()
+
+    def segfaults(ctx):
+        _note_pid(ctx)
+        if ctx.rank == 1:
+            import ctypes
+            ctypes.string_at(0)
+        dist.barrier()
+
+    def works(ctx):
+        _note_pid(ctx)
+        t = torch.ones(1)
+        dist.all_reduce(t)
+        return t.item()
+
+    @pytest.fixture
+    def distributed():
+        return DistributedRunner("cpu", "gloo", timeout_s=8, launch=None)
+
+    def test_raises(distributed):
+        distributed.run(raises, world_size=2)
+
+    def test_hangs(distributed):
+        distributed.run(hangs, world_size=2)
+
+    def test_segfaults(distributed):
+        distributed.run(segfaults, world_size=2)
+
+    def test_works(distributed):
+        assert distributed.run(works, world_size=2) == [2.0, 2.0]
+""")
+
+
+def _children(pid: int) -> set[int]:
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.add(int(entry.name))
+    return found
+
+
+def test_failing_ranks_fail_fast_with_tracebacks_and_no_orphans(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    monkeypatch.setenv("DEVCAPS_TEST_PIDS", str(pids))
+    pytester.makepyfile(test_ranks=FAILING)
+    before = _children(os.getpid())
+    result = pytester.runpytest_inprocess("-p", "no:devcaps", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=3, passed=1)
+    reports = {r.nodeid.split("::")[-1]: r for r in
+               result.reprec.getreports("pytest_runtest_logreport") if r.when == "call"}  # type: ignore[attr-defined]
+    out = result.stdout.str()
+
+    # raised: the exception and the peer's traceback, well before the 8 s watchdog
+    assert reports["test_raises"].duration < 8
+    result.stdout.fnmatch_lines(["*rank 1: raised ValueError: rank one is broken*"])
+    assert 'in raises\n' in out and "rank 0: raised RuntimeError" in out
+
+    # hung: the watchdog (8 s) stops it; the sleeping rank's stack comes from faulthandler
+    assert reports["test_hangs"].duration < 8 + 5
+    result.stdout.fnmatch_lines(["*rank 1: hung (still running)*",
+                                 "*rank 1: stacks when stopped (faulthandler)*"])
+    assert "in hangs" in out
+
+    # segfaulted: the signal and the fatal-error dump
+    assert reports["test_segfaults"].duration < 8
+    result.stdout.fnmatch_lines(["*rank 1: killed by SIGSEGV*", "*Fatal Python error: Segmentation fault*"])
+    assert "in segfaults" in out
+
+    rank_pids = [int(p.name) for p in pids.iterdir()]
+    assert len(rank_pids) == 8
+    assert not [pid for pid in rank_pids if Path(f"/proc/{pid}").exists()], "orphan rank"
+    assert _children(os.getpid()) <= before
+
+
+CONCURRENT = textwrap.dedent("""
+    import pytest, torch, torch.distributed as dist
+    from pytest_devcaps.distributed import DistributedRunner
+
+    def total(ctx, k):
+        t = torch.tensor([float(k + ctx.rank)])
+        dist.all_reduce(t)
+        return t.item()
+
+    @pytest.mark.parametrize("k", range(4))
+    def test_world(k):
+        runner = DistributedRunner("cpu", "gloo", timeout_s=120, launch=None)
+        assert runner.run(total, k, world_size=2) == [2 * k + 1] * 2
+""")
+
+
+def test_parallel_sessions_do_not_collide(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    pytester.makepyfile(test_concurrent=CONCURRENT)
+    result = pytester.runpytest_subprocess("-p", "no:devcaps", "-p", "no:cacheprovider", "-n", "2")
+    result.assert_outcomes(passed=4)
+
+
+LAUNCHED = textwrap.dedent("""
+    import pytest, torch, torch.distributed as dist
+    from pytest_devcaps.distributed import DistributedRunner
+
+    def total(ctx):
+        assert not ctx.spawned and ctx.world_size == 2
+        t = torch.tensor([float(ctx.rank + 1)])
+        dist.all_reduce(t)
+        return (ctx.rank, t.item())
+
+    @pytest.fixture
+    def distributed():
+        return DistributedRunner("cpu", "gloo", timeout_s=60)
+
+    def test_in_process(distributed):
+        assert distributed.run(total, world_size=2) == [(0, 3.0), (1, 3.0)]
+        assert distributed.run(total, world_size=2) == [(0, 3.0), (1, 3.0)]  # group reused
+
+    def test_other_world_size(distributed):
+        distributed.run(total, world_size=4)
+""")
+
+
+def test_under_torchrun_bodies_run_in_process_on_each_rank(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_launched=LAUNCHED)
+    started = time.monotonic()
+    result = pytester.run(sys.executable, "-m", "torch.distributed.run", "--standalone",
+                          "--nproc-per-node", "2", "-m", "pytest", "-p", "no:devcaps",
+                          "-p", "no:cacheprovider", "-q", "-rs", "test_launched.py", timeout=120)
+    assert result.ret == 0, result.stdout.str() + result.stderr.str()
+    out = result.stdout.str()
+    assert out.count("1 passed, 1 skipped") == 2, out
+    assert "needs world size 4; the launcher started 2" in out
+    assert time.monotonic() - started < 120
