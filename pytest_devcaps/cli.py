@@ -46,6 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="only these devices or device types (repeatable)")
     _add_registry_arguments(probe)
     commands.add_parser("profiles", help="list the shipped device profiles")
+    lint = commands.add_parser("lint", help="report hardcoded device checks (torch.cuda.is_available(), "
+                               ".cuda(), 'cuda' literals) in Python files")
+    lint.add_argument("paths", nargs="*", default=["."], help="files or folders (default: .)")
+    lint.add_argument("--exclude", action="append", default=[], metavar="GLOB",
+                      help="skip matching paths (repeatable), e.g. '*/backends/*'")
     check = commands.add_parser("check", help="probe, then run the bundled suites on every device")
     check.add_argument("--devices", metavar="TYPES", help="comma-separated device types")
     check.add_argument("--overrides", nargs="+", default=[], metavar="FILE")
@@ -109,6 +114,17 @@ def command_profiles(args: argparse.Namespace) -> int:
     return 0
 
 
+def command_lint(args: argparse.Namespace) -> int:
+    from pytest_devcaps.lint import lint_paths
+
+    findings = lint_paths(args.paths, args.exclude)
+    for finding in findings:
+        print(finding)
+    if findings:
+        print(f"devcaps lint: {len(findings)} hardcoded device check(s)", file=sys.stderr)
+    return 1 if findings else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -117,6 +133,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return command_probe(args)
         if args.command == "profiles":
             return command_profiles(args)
+        if args.command == "lint":
+            return command_lint(args)
         from pytest_devcaps.check import command_check
 
         return command_check(args)

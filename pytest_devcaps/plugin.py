@@ -56,6 +56,14 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[STATE_KEY] = SessionState(settings, registry, selected, primary,
                                            is_worker=workerinput is not None)
     install_default_registry(registry)
+    if settings.pin_workers and workerinput is not None and not primary.startswith("cpu"):
+        from pytest_devcaps import runtime
+
+        try:
+            runtime.set_device(primary)  # worker i owns accelerator i mod count
+        except Exception as exc:
+            raise pytest.UsageError(f"pytest-devcaps: --devcaps-pin-workers could not make {primary} "
+                                    f"current in worker {workerinput.get('workerid')}: {exc}") from None
     _register_optional_plugins(config)
 
 

@@ -1,0 +1,58 @@
+"""devcaps lint: what it flags, what it leaves alone, and that our own code passes it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_devcaps.cli import main
+from pytest_devcaps.lint import lint_source
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize(
+    ("source", "code"),
+    [
+        ("import torch\nif torch.cuda.is_available():\n    pass\n", "DC001"),
+        ("x = t.cuda()\n", "DC002"),
+        ("torch.ones(2, device='cuda')\n", "DC003"),
+        ("torch.device('cuda:0')\n", "DC003"),
+        ("torch.autocast(device_type='cuda')\n", "DC003"),
+        ("torch.cuda.synchronize()\n", "DC004"),
+    ],
+)
+def test_flags_hardcoded_device_checks(source: str, code: str) -> None:
+    findings = lint_source(source, "t.py")
+    assert [f.code for f in findings] == [code]
+    assert str(findings[0]).startswith("t.py:")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "torch.ones(2, device=device)\n",
+        "s = 'torch.cuda.is_available()'  # a string, not a call\n",
+        "torch.accelerator.synchronize()\n",
+        "x.to(device)\n",
+        "x.to(device, non_blocking=True)\n",
+        "if torch.cuda.is_available():  # devcaps: allow\n    pass\n",
+    ],
+)
+def test_leaves_device_generic_code_alone(source: str) -> None:
+    assert lint_source(source, "t.py") == []
+
+
+def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "test_bad.py"
+    bad.write_text("import torch\n\ndef test_x():\n    assert torch.cuda.is_available()\n")
+    assert main(["lint", str(tmp_path)]) == 1
+    assert f"{bad.as_posix()}:4:12: DC001" in capsys.readouterr().out
+    assert main(["lint", str(tmp_path), "--exclude", "test_bad.py"]) == 0
+
+
+def test_our_own_code_passes_the_lint(capsys: pytest.CaptureFixture[str]) -> None:
+    paths = [str(ROOT / name) for name in ("pytest_devcaps", "kernels", "tests", "benchmarks")]
+    status = main(["lint", *paths, "--exclude", "*/pytest_devcaps/backends/*"])
+    assert status == 0, capsys.readouterr().out
