@@ -11,8 +11,8 @@ Use the ``distributed`` fixture (``DistributedRunner``)::
 Each rank is a fresh interpreter (never fork) joined through a FileStore in a private
 directory; a rank that raises, crashes or hangs fails the test with every rank's traceback.
 Under torchrun (``RANK``/``WORLD_SIZE`` set) the body runs in-process on each rank instead.
-Timeouts: ``DEVCAPS_DIST_TIMEOUT`` (watchdog, default 300 s) and ``DEVCAPS_DIST_PG_TIMEOUT``
-(process-group collectives, default 120 s, at most 80 % of the watchdog).
+Timeouts: ``DEVCAPS_DIST_TIMEOUT`` (watchdog, default 240 s) and ``DEVCAPS_DIST_PG_TIMEOUT``
+(process-group collectives, default 60 s, at most 80 % of the watchdog).
 """
 
 from __future__ import annotations

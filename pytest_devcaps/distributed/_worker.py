@@ -63,14 +63,15 @@ def _skip_reason(exc: BaseException) -> str | None:
 
 
 def _run(task: Task, rank: int, run_dir: str) -> RankOutcome:
+    import torch
     import torch.distributed as dist
 
     from pytest_devcaps.distributed.context import RankContext, rank_device
-    from pytest_devcaps.distributed.devices import device_count, set_device
+    from pytest_devcaps import runtime
 
-    device = rank_device(task.device, rank, device_count(task.device))
+    device = rank_device(task.device, rank, runtime.device_count(torch.device(task.device).type))
     if device.type != "cpu":
-        set_device(device)
+        runtime.set_device(device)
     ctx = RankContext(rank=rank, world_size=task.world_size, local_rank=rank, device=device,
                       backend=task.backend)
     fn = task.function.resolve()

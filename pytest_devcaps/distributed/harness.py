@@ -27,8 +27,8 @@ import torch
 from pytest_devcaps.distributed._worker import LOG_FILE, OUTCOME_FILE, STACKS_FILE
 from pytest_devcaps.distributed.task import TASK_FILE, FunctionRef, RankOutcome, Task
 
-DEFAULT_TIMEOUT_S = float(os.environ.get("DEVCAPS_DIST_TIMEOUT", "300"))
-DEFAULT_PG_TIMEOUT_S = float(os.environ.get("DEVCAPS_DIST_PG_TIMEOUT", "120"))
+DEFAULT_TIMEOUT_S = float(os.environ.get("DEVCAPS_DIST_TIMEOUT", "240"))
+DEFAULT_PG_TIMEOUT_S = float(os.environ.get("DEVCAPS_DIST_PG_TIMEOUT", "60"))
 GRACE_S = 2.0
 """How long the other ranks get to report their own error once one rank failed."""
 DUMP_WAIT_S = 0.5

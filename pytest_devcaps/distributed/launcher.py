@@ -20,7 +20,7 @@ import torch
 
 from pytest_devcaps.distributed._worker import _skip_reason
 from pytest_devcaps.distributed.context import RankContext, rank_device
-from pytest_devcaps.distributed.devices import device_count, set_device
+from pytest_devcaps import runtime
 from pytest_devcaps.distributed.task import RankOutcome
 
 
@@ -75,9 +75,9 @@ def run_in_process(fn: Callable[..., Any], args: Sequence[Any], *, info: LaunchI
     """Run ``fn(ctx, *args)`` on this rank and all-gather every rank's outcome."""
     import torch.distributed as dist
 
-    local = rank_device(device, info.local_rank, device_count(device))
+    local = rank_device(device, info.local_rank, runtime.device_count(device.type))
     if local.type != "cpu":
-        set_device(local)
+        runtime.set_device(local)
     ctx = RankContext(rank=info.rank, world_size=info.world_size, local_rank=info.local_rank,
                       device=local, backend=backend, spawned=False)
     try:

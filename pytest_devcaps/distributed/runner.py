@@ -7,7 +7,7 @@ from typing import Any, Callable, Mapping
 import pytest
 import torch
 
-from pytest_devcaps.distributed.devices import device_count
+from pytest_devcaps import runtime
 from pytest_devcaps.distributed.harness import (
     AllRanksSkipped,
     DistributedRunError,
@@ -66,12 +66,12 @@ class DistributedRunner:
             return self.launch.world_size
         if self.device.type == "cpu" or self.share_devices:
             return n
-        return max(1, min(n, device_count(self.device)))
+        return max(1, min(n, runtime.device_count(self.device.type)))
 
     def _skip_unless_enough_devices(self, world_size: int) -> None:
         if self.device.type == "cpu" or self.share_devices:
             return
-        count = device_count(self.device)
+        count = runtime.device_count(self.device.type)
         if count < world_size:
             pytest.skip(
                 f"world size {world_size} needs {world_size} {self.device.type} devices, "
