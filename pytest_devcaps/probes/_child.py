@@ -15,8 +15,7 @@ import os
 import sys
 from typing import IO, Any, Callable, NoReturn
 
-from pytest_devcaps.model import ProbeOutcome
-from pytest_devcaps.probes.base import brief
+from pytest_devcaps.probes.base import brief, call_probe
 
 
 def resolve(target: str) -> Callable[[str], Any]:
@@ -26,17 +25,6 @@ def resolve(target: str) -> Callable[[str], Any]:
     for part in qualname.split("."):
         obj = getattr(obj, part)
     return obj
-
-
-def run_one(function: Callable[[str], Any], device: str) -> tuple[str, str]:
-    """(level, reason) of one probe call; exceptions the probe did not classify are unknown."""
-    try:
-        outcome = function(device)
-    except BaseException as exc:  # SystemExit too: a probe must not end the child quietly
-        return "unknown", f"probe raised {brief(exc)}"
-    if not isinstance(outcome, ProbeOutcome):
-        return "unknown", f"probe returned {type(outcome).__name__}, not ProbeOutcome"
-    return outcome.level.value, outcome.reason
 
 
 def _preload(modules: list[str]) -> None:
@@ -82,14 +70,15 @@ def main() -> int:
             functions[name] = resolve(target)
         except BaseException as exc:
             failures[name] = f"cannot import probe {target}: {brief(exc)}"
-    _emit(channel, event="ready", pid=os.getpid())
+    _emit(channel, event="ready")
     for name, target in request["probes"]:
         if name in failures:
             _emit(channel, event="result", name=name, level="unknown", reason=failures[name])
             continue
         _emit(channel, event="start", name=name)
-        level, reason = run_one(functions[name], device)
-        _emit(channel, event="result", name=name, level=level, reason=reason)
+        outcome = call_probe(functions[name], device)
+        _emit(channel, event="result", name=name, level=outcome.level.value,
+              reason=outcome.reason)
     _emit(channel, event="done")
     return 0
 

@@ -75,3 +75,17 @@ def accelerator_type() -> str | None:
 def is_current_accelerator(device: str) -> bool:
     """True when ``device`` is of the accelerator type torch was built for (never for cpu)."""
     return accelerator_type() == device_type(device)
+
+
+def call_probe(function: ProbeFunction, device: str) -> ProbeOutcome:
+    """Call a probe; what it raises (it did not classify) or a non-outcome is ``UNKNOWN``.
+
+    ``SystemExit`` is caught too: a probe must not end the process quietly.
+    """
+    try:
+        outcome = function(device)
+    except (Exception, SystemExit) as exc:
+        return unknown(f"probe raised {brief(exc)}")
+    if not isinstance(outcome, ProbeOutcome):
+        return unknown(f"probe returned {type(outcome).__name__}, not ProbeOutcome")
+    return outcome

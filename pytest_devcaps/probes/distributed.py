@@ -2,11 +2,28 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import os
 import tempfile
 
 from pytest_devcaps.model import ProbeOutcome
 from pytest_devcaps.probes.base import device_type, ran, refused, unknown, unsupported
+
+
+# Out-of-tree collective backends register themselves when this module is imported.
+_REGISTERED_BY = {"hccl": "habana_frameworks.torch.distributed.hccl"}
+
+
+def _import_provider(name: str) -> None:
+    module = _REGISTERED_BY.get(name)
+    if module is None:
+        return
+    try:
+        if importlib.util.find_spec(module.split(".", 1)[0]) is not None:
+            importlib.import_module(module)
+    except Exception:
+        pass  # then the backend stays unregistered and the probe says so
 
 
 def _default_backend(kind: str) -> str | None:
@@ -24,6 +41,7 @@ def _availability(name: str) -> ProbeOutcome | None:
 
     if not dist.is_available():
         return unsupported("torch.distributed is not built into this torch")
+    _import_provider(name)
     check = getattr(dist, "is_backend_available", None)
     available = check(name) if check else getattr(dist, f"is_{name}_available", lambda: False)()
     if not available:

@@ -14,7 +14,7 @@ import time
 from typing import IO, Any, Mapping, Sequence
 
 from pytest_devcaps.model import Level, ProbeOutcome
-from pytest_devcaps.probes.base import ProbeSpec, brief
+from pytest_devcaps.probes.base import ProbeSpec, brief, call_probe
 
 #: Seconds a fresh child may take to import torch and the probe modules before "ready".
 STARTUP_TIMEOUT = 120.0
@@ -44,8 +44,9 @@ def run_probes(device: str, specs: Mapping[str, ProbeSpec], *, timeout: float = 
     try:
         results.update(_run_isolated(device, isolated, timeout, sys_path))
     except Exception as exc:  # a bug here must not take the test session down
+        failed = ProbeOutcome(Level.UNKNOWN, f"probe runner failed: {brief(exc)}")
         for name, _ in isolated:
-            results.setdefault(name, ProbeOutcome(Level.UNKNOWN, f"probe runner failed: {brief(exc)}"))
+            results.setdefault(name, failed)
     for name, spec in specs.items():
         if not spec.isolated:
             results[name] = run_in_process(spec, device)
@@ -54,14 +55,7 @@ def run_probes(device: str, specs: Mapping[str, ProbeSpec], *, timeout: float = 
 
 def run_in_process(spec: ProbeSpec, device: str) -> ProbeOutcome:
     """Call one probe here, turning anything it raises into ``UNKNOWN``."""
-    try:
-        outcome = spec.function(device)
-    except Exception as exc:
-        return ProbeOutcome(Level.UNKNOWN, f"probe raised {brief(exc)}")
-    if not isinstance(outcome, ProbeOutcome):
-        return ProbeOutcome(Level.UNKNOWN,
-                            f"probe returned {type(outcome).__name__}, not ProbeOutcome")
-    return outcome
+    return call_probe(spec.function, device)
 
 
 def _run_isolated(device: str, items: list[tuple[str, ProbeSpec]], timeout: float,

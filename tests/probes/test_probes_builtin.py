@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import subprocess
 import sys
+from dataclasses import dataclass
 
 import pytest
 import torch
@@ -53,10 +54,30 @@ TABLE = EXPECTED.get(ACCELERATOR, {})
 CASES = [(device, cap) for device, caps in TABLE.items() for cap in caps]
 
 
+def children_cpu_seconds() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+@dataclass
+class ColdRun:
+    answers: dict[str, dict[str, ProbeOutcome]]
+    cpu_seconds: float  # CPU time of the probe children: unlike wall time, immune to load
+
+
 @pytest.fixture(scope="module")
-def answers() -> dict[str, dict[str, ProbeOutcome]]:
+def cold() -> ColdRun:
     """All builtin probes, cold, in one child per device: the way the registry runs them."""
-    return {device: run_probes(device, builtin_probes()) for device in TABLE}
+    before = children_cpu_seconds()
+    answers = {device: run_probes(device, builtin_probes()) for device in TABLE}
+    return ColdRun(answers, children_cpu_seconds() - before)
+
+
+@pytest.fixture(scope="module")
+def answers(cold: ColdRun) -> dict[str, dict[str, ProbeOutcome]]:
+    return cold.answers
 
 
 def test_an_expectation_table_exists_for_this_build() -> None:
@@ -96,3 +117,14 @@ def test_importing_probes_does_not_import_torch() -> None:
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="measures child CPU time with resource")
+def test_cold_probing_costs_little_more_than_importing_torch(cold: ColdRun) -> None:
+    before = children_cpu_seconds()
+    subprocess.run([sys.executable, "-c", "import torch"], check=True)
+    import_torch = children_cpu_seconds() - before
+    per_device = cold.cpu_seconds / len(TABLE)
+    # about 1.2 s here against 1.6 s for a bare import (the child skips interpreter teardown);
+    # importing inductor or compiling would add well over a second
+    assert per_device < import_torch + 1.0, (per_device, import_torch)

@@ -124,10 +124,12 @@ def test_non_isolated_probes_run_here_and_exceptions_are_caught() -> None:
         "here": ProbeSpec("here", bad.good, isolated=False),
         "err": ProbeSpec("err", bad.raises, isolated=False),
         "odd": ProbeSpec("odd", bad.not_an_outcome, isolated=False),
+        "exit": ProbeSpec("exit", bad.system_exit, isolated=False),
     })
     assert pid_of(results["here"]) == os.getpid()
     assert results["err"] == ProbeOutcome(Level.UNKNOWN, "probe raised ValueError: boom")
     assert results["odd"].level is Level.UNKNOWN
+    assert results["exit"] == ProbeOutcome(Level.UNKNOWN, "probe raised SystemExit: 0")
 
 
 def test_a_probe_the_child_cannot_import_is_unknown() -> None:
