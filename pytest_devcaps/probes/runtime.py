@@ -59,8 +59,8 @@ def probe_graphs(device: str) -> ProbeOutcome:
         )
     try:
         stream = torch.Stream(device=device)
-        x = torch.zeros(8, device=device)
-        with stream:  # capture is not allowed on the default stream
+        with stream:  # capture is not allowed on the default stream; x is made on it too
+            x = torch.zeros(8, device=device)
             x.add_(1)  # warm-up before capture
             graph = graph_class()
             graph.capture_begin()
@@ -84,8 +84,8 @@ def probe_streams(device: str) -> ProbeOutcome:
     try:
         producer = torch.Stream(device=device)
         consumer = torch.Stream(device=device)
-        x = torch.ones(64, device=device)
-        with producer:
+        with producer:  # everything is made on the streams: no race with the default stream
+            x = torch.ones(64, device=device)
             y = x * 2
         consumer.wait_stream(producer)
         with consumer:
@@ -107,11 +107,11 @@ def probe_events(device: str) -> ProbeOutcome:
         stream = torch.Stream(device=device)
         start = torch.Event(device=device, enable_timing=True)
         end = torch.Event(device=device, enable_timing=True)
-        x = torch.ones(64, 64, device=device)
-        start.record(stream)
         with stream:
+            x = torch.ones(64, 64, device=device)
+            start.record(stream)
             x = x @ x
-        end.record(stream)
+            end.record(stream)
         end.synchronize()
         elapsed = start.elapsed_time(end)
     except Exception as exc:
