@@ -15,7 +15,10 @@ class BackendAdapter(Protocol):
     is called only when it returned True.
     """
 
-    type: str
+    @property
+    def type(self) -> str:
+        """The torch device type: ``cpu``, ``cuda``, ``xpu``..."""
+        ...
 
     @property
     def visible_devices_variable(self) -> str | None:
@@ -59,7 +62,6 @@ class TorchDeviceAdapter:
     """Shared behaviour of the adapters: ``default_dist_backend`` from torch's own table."""
 
     type: str = ""
-    visible_devices_variable: str | None = None
 
     def default_dist_backend(self) -> str | None:
         return default_dist_backend_for(self.type)

@@ -94,7 +94,7 @@ class CudaAdapter(TorchDeviceAdapter):
 
         if not torch.backends.cuda.is_built():  # cheap: a CPU-only build stops here
             return False
-        return self._cuda().device_count() > 0  # NVML/amdsmi based before CUDA is initialised
+        return int(self._cuda().device_count()) > 0  # NVML/amdsmi based before CUDA is initialised
 
     def discover(self) -> list[DeviceIdentity]:
         if self._hip():
@@ -192,6 +192,7 @@ def _cudnn_version() -> int | None:
     try:
         import torch
 
-        return torch.backends.cudnn.version()
+        version = torch.backends.cudnn.version()  # type: ignore[no-untyped-call]
     except Exception:
         return None
+    return None if version is None else int(version)

@@ -15,6 +15,7 @@ from pytest_devcaps.model import DeviceIdentity
 def gaudi_arch(name: str) -> tuple[str, int | None]:
     """(arch, gaudi_generation) from ``"GAUDI3"`` / ``"HL-325L"`` style names."""
     lowered = name.lower()
+    generation: int | None
     match = re.search(r"gaudi\s*(\d)", lowered)
     if match:
         generation = int(match.group(1))

@@ -5,22 +5,28 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from pytest_devcaps.backends.base import TorchDeviceAdapter, torch_version
+from pytest_devcaps.backends.base import default_dist_backend_for, torch_version
 from pytest_devcaps.model import DeviceIdentity
 
 _UNRENAMED = "privateuseone"
 
 
-class PrivateUse1Adapter(TorchDeviceAdapter):
+class PrivateUse1Adapter:
     """Whatever PrivateUse1 is called in this process, through ``torch.get_device_module``."""
 
     visible_devices_variable = None
 
-    @property  # type: ignore[override]
+    @property
     def type(self) -> str:
         import torch
 
         return str(torch._C._get_privateuse1_backend_name())
+
+    def default_dist_backend(self) -> str | None:
+        return default_dist_backend_for(self.type)
+
+    def __repr__(self) -> str:
+        return f"<PrivateUse1Adapter type={self.type!r}>"
 
     def _module(self) -> Any | None:
         import torch
