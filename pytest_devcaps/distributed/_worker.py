@@ -14,7 +14,6 @@ import signal
 import sys
 import threading
 import time
-import traceback
 from datetime import timedelta
 from typing import IO, Any
 
@@ -110,7 +109,7 @@ def main(run_dir: str, rank: int) -> None:
         if reason is not None:
             outcome = RankOutcome(rank=rank, status="skipped", message=reason)
         else:
-            outcome = RankOutcome(rank=rank, status="error", message=traceback.format_exc())
+            outcome = RankOutcome.failed(rank, exc)
     _write_outcome(outcome_path, outcome)
     try:
         import torch.distributed as dist

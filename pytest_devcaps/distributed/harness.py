@@ -213,8 +213,7 @@ def _report(fn: FunctionRef, world_size: int, device: torch.device, backend: str
         stacks = (run_dir / STACKS_FILE.format(rank=r.rank)).read_text(errors="replace").strip() \
             if (run_dir / STACKS_FILE.format(rank=r.rank)).exists() else ""
         if r.outcome is not None and r.outcome.status == "error":
-            last = r.outcome.message.strip().splitlines()[-1] if r.outcome.message.strip() else ""
-            summary.append(f"  rank {r.rank}: raised {last}")
+            summary.append(f"  rank {r.rank}: raised {r.outcome.summary}")
             details.append(f"----- rank {r.rank}: traceback -----\n{r.outcome.message.rstrip()}")
         elif r.outcome is not None:
             summary.append(f"  rank {r.rank}: {r.outcome.status}")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import atexit
 import os
 import pickle
-import traceback
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Callable, Mapping, Sequence
@@ -86,7 +85,7 @@ def run_in_process(fn: Callable[..., Any], args: Sequence[Any], *, info: LaunchI
         reason = _skip_reason(exc)
         outcome = (RankOutcome(rank=info.rank, status="skipped", message=reason)
                    if reason is not None else
-                   RankOutcome(rank=info.rank, status="error", message=traceback.format_exc()))
+                   RankOutcome.failed(info.rank, exc))
     gathered: list[Any] = [None] * info.world_size
     dist.all_gather_object(gathered, outcome)
     return list(gathered)

@@ -95,8 +95,9 @@ class DistributedRunner:
                                   backend=self.backend)
         failed = [o for o in outcomes if o.status == "error"]
         if failed:
-            details = "\n".join(f"----- rank {o.rank}: traceback -----\n{o.message.rstrip()}"
-                                for o in failed)
+            details = "\n".join([*(f"  rank {o.rank}: raised {o.summary}" for o in failed),
+                                  *(f"----- rank {o.rank}: traceback -----\n{o.message.rstrip()}"
+                                    for o in failed)])
             raise DistributedRunError(
                 f"{ref} failed on ranks {[o.rank for o in failed]} of the launched world "
                 f"(rank {launch.rank} of {launch.world_size}, device {self.device}, backend "

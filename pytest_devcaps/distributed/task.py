@@ -6,6 +6,7 @@ import importlib
 import importlib.util
 import inspect
 import sys
+import traceback
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -96,10 +97,19 @@ class Task:
 class RankOutcome:
     """What one rank reports: ``status`` is ``ok``, ``error`` or ``skipped``.
 
-    ``value`` is the pickled return value (ok), ``message`` the traceback (error) or skip reason.
+    ``value`` is the pickled return value (ok), ``message`` the traceback (error) or skip reason,
+    ``summary`` the exception's type and first line (error).
     """
 
     rank: int
     status: str
     value: bytes = b""
     message: str = ""
+    summary: str = ""
+
+    @classmethod
+    def failed(cls, rank: int, exc: BaseException) -> RankOutcome:
+        """The outcome of a body that raised ``exc`` (call inside the ``except`` block)."""
+        first = (str(exc).strip().splitlines() or [""])[0]
+        return cls(rank=rank, status="error", message=traceback.format_exc(),
+                   summary=f"{type(exc).__name__}: {first}" if first else type(exc).__name__)

@@ -157,6 +157,14 @@ LAUNCHED = textwrap.dedent("""
 
     def test_other_world_size(distributed):
         distributed.run(total, world_size=4)
+
+    def broken_on_one(ctx):
+        if ctx.rank == 1:
+            raise KeyError("rank one lost its key")
+        return ctx.rank
+
+    def test_failure_reaches_every_rank(distributed):
+        distributed.run(broken_on_one, world_size=2)
 """)
 
 
@@ -166,8 +174,9 @@ def test_under_torchrun_bodies_run_in_process_on_each_rank(pytester: pytest.Pyte
     result = pytester.run(sys.executable, "-m", "torch.distributed.run", "--standalone",
                           "--nproc-per-node", "2", "-m", "pytest", "-p", "no:devcaps",
                           "-p", "no:cacheprovider", "-q", "-rs", "test_launched.py", timeout=120)
-    assert result.ret == 0, result.stdout.str() + result.stderr.str()
     out = result.stdout.str()
-    assert out.count("1 passed, 1 skipped") == 2, out
+    assert result.ret != 0, out + result.stderr.str()
+    assert out.count("1 failed, 1 passed, 1 skipped") == 2, out
+    assert out.count("rank 1: raised KeyError: 'rank one lost its key'") == 2, out
     assert "needs world size 4; the launcher started 2" in out
     assert time.monotonic() - started < 120
