@@ -1,6 +1,9 @@
 """The ``cpu`` backend: row-blocked GEMM whose blocks are finished and reduced while in cache.
 
-Each block of rows goes through one oneDNN call that already applies the bias and the first
+Blocks are spread over a small pool of Python threads, one per intra-op thread, each running
+torch single-threaded: every core finishes its own blocks in its own cache and no OpenMP
+barrier is crossed per op (with many small ops per block those barriers cost more than the
+work, and far more on a shared machine). Each block of rows goes through one oneDNN call that already applies the bias and the first
 activation (``torch.ops.mkldnn._linear_pointwise``) when no scale precedes them; the rest of
 the epilogue, the cast and every reduction then run on that block before the next one.
 fp8 inputs are upcast to bf16 once (exact). The GEMM runs in bf16 only when its rounded
@@ -11,6 +14,8 @@ otherwise it runs in fp32 on upcast inputs so the accumulator keeps the referenc
 from __future__ import annotations
 
 import math
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
@@ -26,6 +31,7 @@ _ONEDNN_ACTIVATIONS = {"silu": ("swish", ""), "sigmoid": ("sigmoid", ""),
 _BLOCK_ELEMENTS = 1 << 18
 
 
+
 def _onednn_activation(p: Problem) -> tuple[str, str] | None:
     """The oneDNN post-op for ``p.epilogue[0]`` when it can run inside the GEMM."""
     if p.scale_a is not None or p.scale_b is not None or not p.epilogue:
@@ -36,31 +42,85 @@ def _onednn_activation(p: Problem) -> tuple[str, str] | None:
     return _ONEDNN_ACTIVATIONS.get(op.kind)
 
 
-def block_rows(m: int, n: int, k: int) -> int:
-    """Rows per block: about ``_BLOCK_ELEMENTS`` outputs, more when K is large so the weight
-    (re-read once per block) is amortized."""
-    rows = max(16, _BLOCK_ELEMENTS // max(n, 1))
-    if k > 1024:
-        rows = max(rows, 256)
+def block_rows(m: int, n: int, workers: int) -> int:
+    """Rows per block: about ``_BLOCK_ELEMENTS`` outputs, at least 256 rows so the weight
+    (re-read once per block) is amortized, and at least two blocks per worker when M allows."""
+    rows = max(_BLOCK_ELEMENTS // max(n, 1), 256)
+    if workers > 1:
+        rows = min(rows, max(16, -(-m // (2 * workers))))
     return min(m, rows)
 
 
-def _reduce_block(src: torch.Tensor, r: Reduce, out: torch.Tensor) -> None:
-    """Write reduction ``r`` of the block ``src`` ([rows, N], any float dtype) into ``out``."""
+_pool_lock = threading.Lock()
+_pool: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def _single_threaded_worker() -> None:
+    torch.ones(1 << 16).sum()  # run ATen's per-thread lazy init first, or it would undo the next line
+    torch.set_num_threads(1)   # sets this thread's OpenMP count (and, briefly, the global one)
+
+
+def _worker_pool(workers: int) -> ThreadPoolExecutor:
+    """A pool of ``workers`` threads whose torch ops run single-threaded."""
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool[0] != workers:
+            if _pool is not None:
+                _pool[1].shutdown(wait=False)
+            pool = ThreadPoolExecutor(workers, thread_name_prefix="devcaps_kernels",
+                                      initializer=_single_threaded_worker)
+            barrier = threading.Barrier(workers)
+            list(pool.map(lambda _: barrier.wait(), range(workers)))  # start every worker now
+            torch.set_num_threads(workers)  # restore the global count the workers changed
+            _pool = (workers, pool)
+        return _pool[1]
+
+
+_FAMILY = {"sum": "sum", "mean": "sum", "sumsq": "sq", "meansq": "sq", "amax": "abs"}
+
+
+def _raw_partial(src: torch.Tensor, family: str, g: int) -> torch.Tensor:
+    """Sum / sum of squares / max-abs of each group of ``g`` columns of ``src``, fp32."""
     rows, n = src.shape
-    g = r.group_size(n)
     v = src.view(rows, n // g, g)
-    out = out.view(rows, n // g)
-    if r.kind in ("sum", "mean"):
-        torch.sum(v, -1, dtype=torch.float32, out=out)
-    elif r.kind in ("sumsq", "meansq"):
+    if family == "sum":
+        return torch.sum(v, -1, dtype=torch.float32)
+    if family == "sq":
         # One pass instead of square-then-sum; sqrt/square cost ~1 ulp.
-        torch.linalg.vector_norm(v, 2, -1, dtype=torch.float32, out=out)
-        out.square_()
-    else:
-        torch.linalg.vector_norm(v, math.inf, -1, dtype=torch.float32, out=out)
-    if r.kind in ("mean", "meansq"):
-        out.div_(g)
+        return torch.linalg.vector_norm(v, 2, -1, dtype=torch.float32).square_()
+    return torch.linalg.vector_norm(v, math.inf, -1, dtype=torch.float32)
+
+
+def _reduce_block(sources: dict[str, torch.Tensor], reductions: tuple[Reduce, ...],
+                  outs: tuple[torch.Tensor, ...], rows: slice) -> None:
+    """Write every reduction of one block into its output rows.
+
+    A reduction whose group is a multiple of an already computed finer one (same family and
+    source) is derived from those partials: ``Reduce("sum")`` next to ``Reduce("sum",
+    group=64)`` costs a pass over N/64 values, not over the block.
+    """
+    n = next(iter(sources.values())).shape[1]
+    partials: dict[tuple[str, str, int], torch.Tensor] = {}
+    order = sorted(range(len(reductions)), key=lambda i: reductions[i].group_size(n))
+    for i in order:
+        r = reductions[i]
+        family, g = _FAMILY[r.kind], r.group_size(n)
+        raw = partials.get((family, r.source, g))
+        if raw is None:
+            finer = [fg for (f, s, fg) in partials if f == family and s == r.source and g % fg == 0]
+            if finer:
+                fg = max(finer)
+                part = partials[(family, r.source, fg)]
+                part = part.view(part.shape[0], n // g, g // fg)
+                raw = part.amax(-1) if family == "abs" else part.sum(-1)
+            else:
+                raw = _raw_partial(sources[r.source], family, g)
+            partials[(family, r.source, g)] = raw
+        out = outs[i][rows].view(raw.shape)
+        if r.kind in ("mean", "meansq"):
+            torch.div(raw, g, out=out)
+        else:
+            out.copy_(raw)
 
 
 def run_cpu(p: Problem) -> Result:
@@ -85,8 +145,8 @@ def run_cpu(p: Problem) -> Result:
     y = torch.empty(m, n, dtype=p.out_dtype, device=p.device) if p.store_output else None
     outs = tuple(torch.empty((m,) if r.group is None else (m, n // r.group), dtype=torch.float32,
                              device=p.device) for r in p.reductions)
-    step = block_rows(m, n, k)
-    for r0 in range(0, m, step):
+
+    def run_block(r0: int) -> None:
         rows = slice(r0, min(r0 + step, m))
         if use_onednn:
             block = torch.ops.mkldnn._linear_pointwise(a[rows], w, bias, attr, [], algorithm)
@@ -97,6 +157,16 @@ def run_cpu(p: Problem) -> Result:
         yb = block if block.dtype == p.out_dtype else block.to(p.out_dtype)
         if y is not None:
             y[rows] = yb
-        for r, out in zip(p.reductions, outs):
-            _reduce_block(yb if r.source == "output" else block, r, out[rows])
+        if p.reductions:
+            _reduce_block({"output": yb, "fp32": block}, p.reductions, outs, rows)
+
+    workers = torch.get_num_threads()
+    step = block_rows(m, n, workers)
+    starts = range(0, m, step)
+    if workers > 1 and len(starts) > 1:
+        for future in [_worker_pool(workers).submit(run_block, r0) for r0 in starts]:
+            future.result()
+    else:
+        for r0 in starts:
+            run_block(r0)
     return y, outs
