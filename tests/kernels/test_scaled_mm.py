@@ -214,9 +214,11 @@ def test_inf_propagates(device, dtype):
     assert torch.isposinf(total[2]) and torch.isposinf(amax[2])
 
 
-def test_auto_records_backend(device):
+def test_auto_records_backend(device, devcaps):
     a = fresh(4, 8, dtype=torch.float32, device=device)
     scaled_mm(a, a.t().contiguous())
-    assert last_backend() == choose_backend(device)
+    expected = ("triton" if devcaps.has("compile.triton")
+                else "cpu" if device.type == "cpu" else "reference")
+    assert last_backend() == expected == choose_backend(device)
     scaled_mm(a, a.t().contiguous(), backend="reference")
     assert last_backend() == "reference"
