@@ -1,8 +1,11 @@
 """Device-neutral runtime helpers, for tests to use instead of ``torch.cuda.*``.
 
-The device's own functions are found through ``torch.accelerator`` (and
-``torch.accelerator.memory``) when it is the accelerator torch was built for, otherwise
-through its device module (``torch.<type>``, what ``torch.get_device_module`` returns).
+Each helper calls the device module's function (``torch.<type>``, what
+``torch.get_device_module`` returns) and, where the module lacks it, the generic
+``torch.accelerator`` / ``torch.accelerator.memory`` one when the device is the accelerator
+torch was built for. The module comes first because ``torch.accelerator`` dispatches to the
+same code for in-tree backends, while a PrivateUse1 backend registered from Python only
+(no C++ hooks) is reachable through its module alone.
 
 On the CPU: :func:`synchronize`, :func:`empty_cache`, :func:`reset_peak_memory_stats` and
 :func:`set_device` do nothing; :func:`device_count` is 1; the memory readers
@@ -52,16 +55,16 @@ def _device_module(kind: str) -> Any | None:
     return getattr(torch, kind, None)
 
 
-def _function(device: torch.device, name: str, *, memory: bool = False) -> Callable[..., Any] | None:
-    """The device's ``name`` function: torch.accelerator[.memory] first, the device module next."""
+def _function(device: torch.device, name: str, *, memory: bool = False,
+              accelerator_name: str | None = None) -> Callable[..., Any] | None:
+    """The device module's ``name`` function, else torch.accelerator[.memory]'s."""
     import torch
 
-    if _is_accelerator(device.type):
+    found = getattr(_device_module(device.type), name, None)
+    if found is None and _is_accelerator(device.type):
         namespace = getattr(torch.accelerator, "memory", None) if memory else torch.accelerator
-        found = getattr(namespace, name, None)
-        if found is not None:
-            return found
-    return getattr(_device_module(device.type), name, None)
+        found = getattr(namespace, accelerator_name or name, None)
+    return found
 
 
 def _call_with_index(function: Callable[..., Any], device: torch.device) -> Any:
@@ -149,27 +152,18 @@ def reset_peak_memory_stats(device: Device) -> None:
 
 def device_count(device_type: str) -> int:
     """How many devices of ``device_type`` torch sees (1 for the CPU, 0 for unknown types)."""
-    import torch
-
     if device_type == "cpu":
         return 1
-    if _is_accelerator(device_type):
-        return int(torch.accelerator.device_count())
-    counter = getattr(_device_module(device_type), "device_count", None)
+    counter = _function(_device(device_type), "device_count")
     return int(counter()) if counter is not None else 0
 
 
 def set_device(device: Device) -> None:
     """Make ``device`` current for its type (a no-op on the CPU or without an index)."""
-    import torch
-
     dev = _device(device)
     if dev.type == "cpu" or dev.index is None:
         return
-    if _is_accelerator(dev.type):
-        torch.accelerator.set_device_index(dev.index)
-        return
-    setter = getattr(_device_module(dev.type), "set_device", None)
+    setter = _function(dev, "set_device", accelerator_name="set_device_index")
     if setter is None:
         raise RuntimeError(f"torch has no set_device for device type {dev.type!r}")
     setter(dev.index)

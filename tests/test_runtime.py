@@ -126,9 +126,9 @@ def test_missing_functions_raise_or_are_skipped(monkeypatch: pytest.MonkeyPatch)
     assert runtime.device_count(FAKE) == 0
 
 
-def test_the_accelerator_goes_through_torch_accelerator(
-        monkeypatch: pytest.MonkeyPatch, fake: FakeDeviceModule) -> None:
+def test_the_accelerator_falls_back_to_torch_accelerator(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[tuple[str, Any]] = []
+    monkeypatch.setattr(torch, FAKE, SimpleNamespace(), raising=False)  # a module without them
     monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda *a: torch.device(FAKE))
     monkeypatch.setattr(torch.accelerator, "synchronize", lambda i=None: seen.append(("sync", i)))
     monkeypatch.setattr(torch.accelerator, "device_count", lambda: 5)
@@ -139,4 +139,11 @@ def test_the_accelerator_goes_through_torch_accelerator(
     assert runtime.memory_allocated(FAKE) == 99
     assert runtime.device_count(FAKE) == 5
     assert seen == [("sync", 3), ("set", 1)]
-    assert fake.calls == []
+
+
+def test_the_device_module_comes_before_torch_accelerator(
+        monkeypatch: pytest.MonkeyPatch, fake: FakeDeviceModule) -> None:
+    # a PrivateUse1 backend registered from Python alone has no C++ hooks for torch.accelerator
+    monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda *a: torch.device(FAKE))
+    runtime.set_device(f"{FAKE}:1")
+    assert fake.calls == [("set_device", (1,))]
