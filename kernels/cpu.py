@@ -14,6 +14,7 @@ otherwise it runs in fp32 on upcast inputs so the accumulator keeps the referenc
 from __future__ import annotations
 
 import math
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -52,7 +53,7 @@ def block_rows(m: int, n: int, workers: int) -> int:
 
 
 _pool_lock = threading.Lock()
-_pool: tuple[int, ThreadPoolExecutor] | None = None
+_pool: tuple[int, int, ThreadPoolExecutor] | None = None  # (pid, workers, pool)
 
 
 def _single_threaded_worker() -> None:
@@ -64,16 +65,17 @@ def _worker_pool(workers: int) -> ThreadPoolExecutor:
     """A pool of ``workers`` threads whose torch ops run single-threaded."""
     global _pool
     with _pool_lock:
-        if _pool is None or _pool[0] != workers:
-            if _pool is not None:
-                _pool[1].shutdown(wait=False)
+        # A forked child inherits the pool object but not its threads: make a new one.
+        if _pool is None or _pool[:2] != (os.getpid(), workers):
+            if _pool is not None and _pool[0] == os.getpid():
+                _pool[2].shutdown(wait=False)
             pool = ThreadPoolExecutor(workers, thread_name_prefix="devcaps_kernels",
                                       initializer=_single_threaded_worker)
             barrier = threading.Barrier(workers)
             list(pool.map(lambda _: barrier.wait(), range(workers)))  # start every worker now
             torch.set_num_threads(workers)  # restore the global count the workers changed
-            _pool = (workers, pool)
-        return _pool[1]
+            _pool = (os.getpid(), workers, pool)
+        return _pool[2]
 
 
 _FAMILY = {"sum": "sum", "mean": "sum", "sumsq": "sq", "meansq": "sq", "amax": "abs"}
