@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from datetime import timedelta
-from typing import IO, Any
+from typing import IO
 
 from pytest_devcaps.distributed.task import TASK_FILE, RankOutcome, Task
 
@@ -65,8 +65,8 @@ def _run(task: Task, rank: int, run_dir: str) -> RankOutcome:
     import torch
     import torch.distributed as dist
 
-    from pytest_devcaps.distributed.context import RankContext, rank_device
     from pytest_devcaps import runtime
+    from pytest_devcaps.distributed.context import RankContext, rank_device
 
     device = rank_device(task.device, rank, runtime.device_count(torch.device(task.device).type))
     if device.type != "cpu":
@@ -75,16 +75,14 @@ def _run(task: Task, rank: int, run_dir: str) -> RankOutcome:
                       backend=task.backend)
     fn = task.function.resolve()
     args = pickle.loads(task.args)
-    init: dict[str, Any] = {}
-    if device.type != "cpu":
-        init["device_id"] = device
+    # No device_id: binding is backend-specific (gloo on an accelerator has none); the current
+    # device set above is what device backends use.
     dist.init_process_group(
         backend=task.backend,
         init_method="file://" + os.path.join(run_dir, STORE_FILE),
         rank=rank,
         world_size=task.world_size,
         timeout=timedelta(seconds=task.pg_timeout_s),
-        **init,
     )
     value = fn(ctx, *args)
     try:

@@ -49,22 +49,26 @@ def _destroy() -> None:
         dist.destroy_process_group()
 
 
+def _select_local_device(info: LaunchInfo, device: torch.device) -> torch.device:
+    local = rank_device(device, info.local_rank, runtime.device_count(device.type))
+    if local.type != "cpu":
+        runtime.set_device(local)
+    return local
+
+
 def ensure_process_group(info: LaunchInfo, device: torch.device, backend: str,
                          pg_timeout_s: float) -> str | None:
     """Join the launcher's world once; returns a reason when it cannot serve this request."""
     import torch.distributed as dist
 
     if dist.is_initialized():
-        current = dist.get_backend()
-        if backend not in str(current).split(","):
+        current = str(dist.get_backend())  # "gloo", or "cpu:gloo,<type>:<backend>"
+        if backend not in {part.split(":")[-1] for part in current.split(",")}:
             return f"the launched process group uses backend {current}, this test needs {backend}"
         return None
-    kwargs: dict[str, Any] = {}
-    if device.type != "cpu":
-        kwargs["device_id"] = device
+    _select_local_device(info, device)  # before init: device backends bind the current device
     dist.init_process_group(backend=backend, init_method="env://", rank=info.rank,
-                           world_size=info.world_size, timeout=timedelta(seconds=pg_timeout_s),
-                           **kwargs)
+                            world_size=info.world_size, timeout=timedelta(seconds=pg_timeout_s))
     atexit.register(_destroy)
     return None
 
@@ -74,9 +78,7 @@ def run_in_process(fn: Callable[..., Any], args: Sequence[Any], *, info: LaunchI
     """Run ``fn(ctx, *args)`` on this rank and all-gather every rank's outcome."""
     import torch.distributed as dist
 
-    local = rank_device(device, info.local_rank, runtime.device_count(device.type))
-    if local.type != "cpu":
-        runtime.set_device(local)
+    local = _select_local_device(info, device)
     ctx = RankContext(rank=info.rank, world_size=info.world_size, local_rank=info.local_rank,
                       device=local, backend=backend, spawned=False)
     try:

@@ -50,13 +50,13 @@ FAILING = textwrap.dedent("""
 
     @pytest.fixture
     def distributed():
-        return DistributedRunner("cpu", "gloo", timeout_s=8, launch=None)
+        return DistributedRunner("cpu", "gloo", timeout_s=60, launch=None)
 
     def test_raises(distributed):
         distributed.run(raises, world_size=2)
 
-    def test_hangs(distributed):
-        distributed.run(hangs, world_size=2)
+    def test_hangs():
+        DistributedRunner("cpu", "gloo", timeout_s=8, launch=None).run(hangs, world_size=2)
 
     def test_segfaults(distributed):
         distributed.run(segfaults, world_size=2)
@@ -64,6 +64,10 @@ FAILING = textwrap.dedent("""
     def test_works(distributed):
         assert distributed.run(works, world_size=2) == [2.0, 2.0]
 """)
+
+
+FAST_S = 30
+"""Start-up of two ranks plus the report; generous for loaded CI machines, half the watchdog."""
 
 
 def _children(pid: int) -> set[int]:
@@ -92,19 +96,21 @@ def test_failing_ranks_fail_fast_with_tracebacks_and_no_orphans(
                result.reprec.getreports("pytest_runtest_logreport") if r.when == "call"}  # type: ignore[attr-defined]
     out = result.stdout.str()
 
-    # raised: the exception and the peer's traceback, well before the 8 s watchdog
-    assert reports["test_raises"].duration < 8
+    # raised: the exception and the peer's traceback, long before the 60 s watchdog
+    assert reports["test_raises"].duration < FAST_S
     result.stdout.fnmatch_lines(["*rank 1: raised ValueError: rank one is broken*"])
     assert 'in raises\n' in out and "rank 0: raised RuntimeError" in out
 
     # hung: the watchdog (8 s) stops it; the sleeping rank's stack comes from faulthandler
-    assert reports["test_hangs"].duration < 8 + 5
+    assert reports["test_hangs"].duration < 8 + FAST_S
     result.stdout.fnmatch_lines(["*rank 1: hung (still running)*",
                                  "*rank 1: stacks when stopped (faulthandler)*"])
     assert "in hangs" in out
 
     # segfaulted: the signal and the fatal-error dump
-    assert reports["test_segfaults"].duration < 8
+    assert reports["test_segfaults"].duration < FAST_S
+    assert "watchdog timeout" not in str(reports["test_segfaults"].longrepr)
+    assert "watchdog timeout" not in str(reports["test_raises"].longrepr)
     result.stdout.fnmatch_lines(["*rank 1: killed by SIGSEGV*", "*Fatal Python error: Segmentation fault*"])
     assert "in segfaults" in out
 
