@@ -24,12 +24,6 @@ def _device_module(device: str) -> Any:
     return getattr(torch, device_type(device), None)
 
 
-def _device_index(device: str) -> int | None:
-    import torch
-
-    return torch.device(device).index
-
-
 def _graph_class(device: str) -> tuple[type | None, str]:
     """The graph-capture class for the device and how it was found."""
     import torch
@@ -119,36 +113,27 @@ def probe_events(device: str) -> ProbeOutcome:
     return ran(f"torch.Event timed work on {device} ({elapsed:.3f} ms)")
 
 
-def _memory_stats_function(device: str) -> tuple[Any, str]:
-    import torch
-
-    memory = getattr(torch.accelerator, "memory", None)
-    if memory is not None and is_current_accelerator(device):
-        return memory.memory_stats, "torch.accelerator.memory.memory_stats"
-    function = getattr(_device_module(device), "memory_stats", None)
-    return function, f"torch.{device_type(device)}.memory_stats"
-
-
 def probe_memory_stats(device: str) -> ProbeOutcome:
+    """Does :func:`pytest_devcaps.runtime.memory_stats`, the helper tests call, work here?"""
     import torch
 
-    function, found = _memory_stats_function(device)
+    from pytest_devcaps import runtime as helpers
+
     kind = device_type(device)
-    if function is None:
+    try:
+        keep = torch.empty(1024, device=device)
+        stats = helpers.memory_stats(device)
+        del keep
+    except helpers.MemoryStatsUnavailableError:
         return unsupported(
             f"{kind} keeps no allocator statistics: torch.{kind} has no memory_stats and "
             f"torch.accelerator.memory serves {accelerator_type() or 'no device in this build'}"
         )
-    try:
-        keep = torch.empty(1024, device=device)
-        index = _device_index(device)
-        stats = function() if index is None else function(index)
-        del keep
     except Exception as exc:
-        return refused(found, exc)
+        return refused("memory_stats", exc)
     if not stats:
-        return unsupported(f"{found} returned no statistics")
-    return ran(f"{found} reports {len(stats)} statistics")
+        return unsupported(f"memory_stats returned no statistics for {device}")
+    return ran(f"memory_stats reports {len(stats)} statistics for {device}")
 
 
 def probe_pinned_memory(device: str) -> ProbeOutcome:
