@@ -1,14 +1,17 @@
 """The ``cpu`` backend: row-blocked GEMM whose blocks are finished and reduced while in cache.
 
-Blocks are spread over a small pool of Python threads, one per intra-op thread, each running
-torch single-threaded: every core finishes its own blocks in its own cache and no OpenMP
-barrier is crossed per op (with many small ops per block those barriers cost more than the
-work, and far more on a shared machine). Each block of rows goes through one oneDNN call that already applies the bias and the first
+Each block of rows goes through one oneDNN call that already applies the bias and the first
 activation (``torch.ops.mkldnn._linear_pointwise``) when no scale precedes them; the rest of
-the epilogue, the cast and every reduction then run on that block before the next one.
+the epilogue, the cast and every reduction then run on that block while it is hot.
+Blocks are spread over a pool of threads, one per intra-op thread, each running torch
+single-threaded: every core finishes its own blocks in its own cache and no OpenMP barrier
+is crossed per op (with several small ops per block those barriers cost more than the work,
+and far more on a shared machine).
+
 fp8 inputs are upcast to bf16 once (exact). The GEMM runs in bf16 only when its rounded
-output *is* the final ``y`` (bf16 out, nothing left to apply, no fp32-source reduction);
-otherwise it runs in fp32 on upcast inputs so the accumulator keeps the reference semantics.
+output *is* the final ``y`` (bf16 out, no scales, nothing left to apply, no fp32-source
+reduction); otherwise it runs in fp32 on upcast inputs, so the accumulator is exactly the
+reference's ``a.float() @ b.float()`` up to summation order.
 """
 
 from __future__ import annotations
@@ -28,9 +31,8 @@ from .reference import Result, finish_block, run_reference
 # relu is left out: oneDNN's relu turns NaN into 0, torch.relu keeps NaN.
 _ONEDNN_ACTIVATIONS = {"silu": ("swish", ""), "sigmoid": ("sigmoid", ""),
                        "tanh": ("tanh", "")}
-# Aim for blocks of about this many output elements: an fp32 block then stays in L2.
+# Aim for blocks of about this many output elements (1 MiB as fp32: stays in L2).
 _BLOCK_ELEMENTS = 1 << 18
-
 
 
 def _onednn_activation(p: Problem) -> tuple[str, str] | None:
