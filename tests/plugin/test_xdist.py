@@ -79,3 +79,62 @@ def test_works_without_xdist(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(SUITE.replace('"test.counted"', '"dist.gloo"'))
     result = pytester.runpytest("-p", "no:xdist", "--devcaps-set=runtime.graphs=unsupported")
     result.assert_outcomes(passed=7, skipped=4)
+
+
+PIN_CONFTEST = """
+import os
+import types
+
+import pytest
+import torch
+from pytest_devcaps import DeviceIdentity
+
+torch.utils.rename_privateuse1_backend("acme")
+# A stand-in device module: records which device each worker was pinned to.
+torch.acme = types.SimpleNamespace(
+    set_device=lambda index: open(os.environ["PIN_LOG"], "a").write(
+        f"{os.environ.get('PYTEST_XDIST_WORKER')} set_device {index}\\n"),
+)
+
+
+class AcmeBackend:
+    type = "acme"
+    visible_devices_variable = "ACME_VISIBLE_DEVICES"
+
+    def is_available(self):
+        return True
+
+    def discover(self):
+        return [DeviceIdentity(type="acme", index=0, vendor="acme", name="Acme N1", arch="n1", count=2)]
+
+    def default_dist_backend(self):
+        return None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_devcaps_register_backends(registrar):
+    registrar.add(AcmeBackend())
+"""
+
+
+def test_pin_workers_one_accelerator_each(pytester: pytest.Pytester, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    log = tmp_path / "pin.log"
+    monkeypatch.setenv("PIN_LOG", str(log))
+    pytester.makeconftest(PIN_CONFTEST)
+    pytester.makepyfile(
+        """
+        import os
+
+        def test_where(device):
+            with open(os.environ["PIN_LOG"], "a") as out:
+                out.write(f"{os.environ['PYTEST_XDIST_WORKER']} device {device}\\n")
+        """
+    )
+    result = pytester.runpytest_subprocess("-n", "2", "--devcaps-pin-workers", "--devcaps-devices=acme",
+                                           "--devcaps-probe-timeout=20")
+    result.assert_outcomes(passed=1)
+    lines = set(log.read_text().splitlines())
+    assert {"gw0 set_device 0", "gw1 set_device 1"} <= lines
+    ran = [line for line in lines if " device " in line]
+    assert ran in (["gw0 device acme:0"], ["gw1 device acme:1"])
