@@ -84,6 +84,7 @@ def _run(task: Task, rank: int, run_dir: str) -> RankOutcome:
         world_size=task.world_size,
         timeout=timedelta(seconds=task.pg_timeout_s),
     )
+    dist.barrier()  # every rank is fully connected before any can finish and tear down
     value = fn(ctx, *args)
     try:
         payload = pickle.dumps(value)
@@ -91,6 +92,23 @@ def _run(task: Task, rank: int, run_dir: str) -> RankOutcome:
         raise TypeError(f"rank {rank}: the return value of {task.function} cannot be pickled "
                         f"back to the parent: {exc}") from exc
     return RankOutcome(rank=rank, status="ok", value=payload)
+
+
+def _leave_process_group(wait_for_peers: bool) -> None:
+    """Destroy the group; after success, first wait until no peer still needs this rank.
+
+    A failed rank leaves at once: its peers are meant to fail in their next collective.
+    """
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    if wait_for_peers:
+        try:
+            dist.barrier()
+        except Exception:  # noqa: BLE001 - a peer failed; its own outcome tells why
+            pass
+    dist.destroy_process_group()
 
 
 def main(run_dir: str, rank: int) -> None:
@@ -110,10 +128,7 @@ def main(run_dir: str, rank: int) -> None:
             outcome = RankOutcome.failed(rank, exc)
     _write_outcome(outcome_path, outcome)
     try:
-        import torch.distributed as dist
-
-        if dist.is_available() and dist.is_initialized():
-            dist.destroy_process_group()
+        _leave_process_group(wait_for_peers=outcome.status != "error")
     finally:
         stacks.flush()
     sys.exit(0 if outcome.status != "error" else 1)

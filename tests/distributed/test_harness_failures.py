@@ -129,7 +129,7 @@ CONCURRENT = textwrap.dedent("""
         dist.all_reduce(t)
         return t.item()
 
-    @pytest.mark.parametrize("k", range(4))
+    @pytest.mark.parametrize("k", range(2))  # one world per xdist worker, at the same time
     def test_world(k):
         runner = DistributedRunner("cpu", "gloo", timeout_s=120, launch=None)
         assert runner.run(total, k, world_size=2) == [2 * k + 1] * 2
@@ -140,7 +140,7 @@ def test_parallel_sessions_do_not_collide(pytester: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     pytester.makepyfile(test_concurrent=CONCURRENT)
     result = pytester.runpytest_subprocess("-p", "no:devcaps", "-p", "no:cacheprovider", "-n", "2")
-    result.assert_outcomes(passed=4)
+    result.assert_outcomes(passed=2)
 
 
 LAUNCHED = textwrap.dedent("""
