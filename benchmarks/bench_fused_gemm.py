@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import platform
 import math
+import os
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -168,10 +169,13 @@ def main(argv: list[str] | None = None) -> int:
     header = (f"fused scaled GEMM, {time.strftime('%Y-%m-%d')}, torch {torch.__version__}, {where}, "
               f"{torch.get_num_threads()} threads, inputs {'fp8 e4m3fn rowwise' if fp8 else 'bf16'}, "
               f"bias + gelu(tanh) + sum + sumsq + sum(group={GROUP}), best of {args.repeat} interleaved rounds")
+    load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else math.nan
     rows = []
     for shape in shapes:
         rows.append(bench_shape(shape, device, fp8, args.repeat))  # type: ignore[arg-type]
         print(format_table(rows[-1:], "") .splitlines()[-1], flush=True)
+    if hasattr(os, "getloadavg"):  # this is often a shared machine: say how busy it was
+        header += f"\nload average before/after: {load_before:.1f} / {os.getloadavg()[0]:.1f}"
     print()
     print(format_table(rows, header))
     return 0

@@ -162,7 +162,8 @@ def run_cpu(p: Problem) -> Result:
         if y is not None:
             y[rows] = yb
         if p.reductions:
-            _reduce_block({"output": yb, "fp32": block}, p.reductions, outs, rows)
+            # One upcast of the block: fp32 reductions run ~2x faster than on bf16/fp16.
+            _reduce_block({"output": yb.float(), "fp32": block}, p.reductions, outs, rows)
 
     workers = torch.get_num_threads()
     step = block_rows(m, n, workers)
