@@ -49,8 +49,9 @@ class DistributedRunner:
         """``fn(ctx, *args)`` on ``world_size`` ranks; the return values by rank."""
         __tracebackhide__ = True
         options = WorldOptions(pg_timeout_s=self.pg_timeout_s, env=dict(env or {}))
-        if timeout_s is not None or self.timeout_s is not None:
-            options.timeout_s = float(timeout_s if timeout_s is not None else self.timeout_s)
+        chosen_timeout = timeout_s if timeout_s is not None else self.timeout_s
+        if chosen_timeout is not None:
+            options.timeout_s = float(chosen_timeout)
         if self.launch is not None:
             return self._run_launched(fn, args, world_size, options)
         self._skip_unless_enough_devices(world_size)

@@ -71,9 +71,9 @@ class FunctionRef:
             sys.modules[self.module] = module
             spec.loader.exec_module(module)
         fn = self._lookup(module)
-        if fn is None:
+        if not callable(fn):
             raise NotImportableError(f"{self.qualname} not found in module {self.module}")
-        return fn
+        return fn  # type: ignore[no-any-return]
 
     def __str__(self) -> str:
         return f"{self.module}.{self.qualname}"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, TypeVar
 
 import torch
 import torch.nn as nn
@@ -11,6 +11,7 @@ from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor, distribute_tensor
 
 DIM = 16
+ModuleT = TypeVar("ModuleT", bound=nn.Module)
 
 
 class MLP(nn.Module):
@@ -112,7 +113,7 @@ class PatternStack(nn.Module):
         return x
 
 
-def build(cls: type[nn.Module], seed: int, device: torch.device, **kwargs: Any) -> nn.Module:
+def build(cls: type[ModuleT], seed: int, device: torch.device, **kwargs: Any) -> ModuleT:
     """``cls(**kwargs)`` initialised from CPU RNG with ``seed``, then moved: same values everywhere."""
     torch.manual_seed(seed)
     return cls(**kwargs).to(device)

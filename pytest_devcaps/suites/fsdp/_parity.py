@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
@@ -51,14 +51,14 @@ def assert_parity(reference: nn.Module, sharded: nn.Module, *, what: str, grads:
     ref_params = dict(reference.named_parameters())
     sharded_params = dict(sharded.named_parameters())
     assert ref_params.keys() == sharded_params.keys(), (what, ref_params.keys() ^ sharded_params.keys())
-    tol = {} if atol is None else {"atol": atol, "rtol": rtol if rtol is not None else 0.0}
+    tol: dict[str, Any] = {} if atol is None else {"atol": atol, "rtol": rtol if rtol is not None else 0.0}
     for name, ref in ref_params.items():
         mine = sharded_params[name]
         torch.testing.assert_close(full(mine.detach()), full(ref.detach()), **tol,
                                    msg=lambda m: f"{what}: parameter {name}: {m}")
         if grads:
             assert (mine.grad is None) == (ref.grad is None), f"{what}: grad presence of {name}"
-            if ref.grad is not None:
+            if ref.grad is not None and mine.grad is not None:
                 torch.testing.assert_close(full(mine.grad), full(ref.grad), **tol,
                                            msg=lambda m: f"{what}: grad of {name}: {m}")
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 import pytest
 import torch
 import torch.distributed as dist
 import torch.nn as nn
 from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor, Shard, distribute_tensor
 
 from pytest_devcaps.distributed import DistributedRunner, RankContext
@@ -17,7 +18,7 @@ from pytest_devcaps.suites.fsdp._parity import assert_parity, batch, full, refer
 STEPS = 2
 
 
-def _loss(ctx: RankContext):  # noqa: ANN202 - a closure over the rank's data
+def _loss(ctx: RankContext) -> Callable[[nn.Module, int], torch.Tensor]:
     return lambda m, step: m(batch(10 * step + ctx.rank, ctx.device, 4, DIM)).sum()
 
 

@@ -39,7 +39,7 @@ def _reshard_frees(ctx: RankContext) -> dict[str, dict[str, int]]:
     for reshard in (True, False):
         model = build(MLPStack, 0, ctx.device, n_blocks=2)
         shard(model, model.blocks, reshard_after_forward=reshard)
-        seen = _record_unsharded(model)  # type: ignore[arg-type]
+        seen = _record_unsharded(model)
         out = model(batch(ctx.rank, ctx.device, 4, DIM))
         unsharded = [t for ts in seen.values() for t in ts]
         assert unsharded and not any(isinstance(t, DTensor) for t in unsharded)
