@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import os
 import pickle
+import traceback
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Callable, Mapping, Sequence
@@ -89,5 +90,11 @@ def run_in_process(fn: Callable[..., Any], args: Sequence[Any], *, info: LaunchI
                    if reason is not None else
                    RankOutcome.failed(info.rank, exc))
     gathered: list[Any] = [None] * info.world_size
-    dist.all_gather_object(gathered, outcome)
+    try:
+        dist.all_gather_object(gathered, outcome)
+    except Exception:  # noqa: BLE001 - a peer died or the group broke: report what we know
+        unknown = [RankOutcome(rank=r, status="error", summary="outcome unknown: gathering the "
+                               "ranks' outcomes failed", message=traceback.format_exc())
+                   for r in range(info.world_size) if r != info.rank]
+        return sorted([outcome, *unknown], key=lambda o: o.rank)
     return list(gathered)
