@@ -12,7 +12,9 @@ Each rank is a fresh interpreter (never fork) joined through a FileStore in a pr
 directory; a rank that raises, crashes or hangs fails the test with every rank's traceback.
 Under torchrun (``RANK``/``WORLD_SIZE`` set) the body runs in-process on each rank instead.
 Timeouts: ``DEVCAPS_DIST_TIMEOUT`` (watchdog, default 240 s) and ``DEVCAPS_DIST_PG_TIMEOUT``
-(process-group collectives, default 60 s, at most 80 % of the watchdog).
+(process-group collectives, default 60 s, at most 80 % of the watchdog). On accelerators rank r
+uses device ``r mod count``; a world larger than the device count skips unless
+``DEVCAPS_DIST_SHARE_DEVICES=1`` (for backends that let ranks share a device).
 """
 
 from __future__ import annotations
