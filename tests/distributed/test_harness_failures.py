@@ -186,3 +186,57 @@ def test_under_torchrun_bodies_run_in_process_on_each_rank(pytester: pytest.Pyte
     assert out.count("rank 1: raised KeyError: 'rank one lost its key'") == 2, out
     assert "needs world size 4; the launcher started 2" in out
     assert time.monotonic() - started < 120
+
+
+ORPHAN_BODY = textwrap.dedent("""
+    import os, time
+
+    def sleeper(ctx, pid_dir):
+        open(os.path.join(pid_dir, str(os.getpid())), "w").close()
+        time.sleep(600)
+""")
+
+ORPHAN_PARENT = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, sys.argv[1])
+    import orphan_body
+    from pytest_devcaps.distributed import spawn_world
+    spawn_world(orphan_body.sleeper, (sys.argv[2],), world_size=2, device="cpu", backend="gloo")
+""")
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state == "Z"  # exited; only waiting for init to reap it
+
+
+def test_ranks_exit_when_the_parent_dies(tmp_path: Path) -> None:
+    """SIGKILL of the pytest process (no cleanup runs there) still leaves no rank behind."""
+    import signal
+    import subprocess
+
+    (tmp_path / "orphan_body.py").write_text(ORPHAN_BODY)
+    (tmp_path / "parent.py").write_text(ORPHAN_PARENT)
+    pid_dir = tmp_path / "pids"
+    pid_dir.mkdir()
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    parent = subprocess.Popen([sys.executable, str(tmp_path / "parent.py"), str(tmp_path),
+                               str(pid_dir)], env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(pid_dir.iterdir())) < 2:
+            assert time.monotonic() < deadline, "ranks never started"
+            assert parent.poll() is None, "the parent exited early"
+            time.sleep(0.1)
+    finally:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+    rank_pids = [int(p.name) for p in pid_dir.iterdir()]
+    deadline = time.monotonic() + 10
+    while not all(_gone(pid) for pid in rank_pids):
+        assert time.monotonic() < deadline, f"orphaned ranks still running: {rank_pids}"
+        time.sleep(0.1)
