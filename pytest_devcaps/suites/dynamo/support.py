@@ -151,16 +151,12 @@ def placeholder_values(graph_module: torch.fx.GraphModule) -> list[Any]:
 def other_device(device: torch.device) -> torch.device | None:
     """The device of the other type for a device-change case, or None when only one exists.
 
-    An accelerator's other device is the CPU; the CPU's is the current accelerator.
+    An accelerator's other device is the host CPU; any other device's is the accelerator.
     """
     accelerator = torch.accelerator.current_accelerator()
     if accelerator is None:
         return None
-    if device.type == accelerator.type:
-        return torch.device("cpu")
-    if device.type == "cpu":
-        return accelerator
-    return None
+    return torch.device("cpu") if device.type == accelerator.type else accelerator
 
 
 def guard_failure_reasons(fn: Callable[..., Any]) -> list[str]:

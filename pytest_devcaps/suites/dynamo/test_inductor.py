@@ -6,6 +6,8 @@ the set is kept small; the conftest points all of them at one cache directory pe
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 import torch
 from torch._dynamo.utils import counters
@@ -17,6 +19,9 @@ from pytest_devcaps.suites.dynamo.support import (
     seeded_mlp,
     seeded_tensor,
 )
+
+if TYPE_CHECKING:
+    from pytest_devcaps.registry import DeviceCapabilities
 
 pytestmark = pytest.mark.requires_capability("compile.inductor")
 
@@ -71,8 +76,8 @@ def test_reduce_overhead_captures_device_graphs(device: torch.device) -> None:
 
 
 def test_reduce_overhead_falls_back_without_device_graphs(device: torch.device,
-                                                          devcaps: object) -> None:
-    if devcaps.has("runtime.graphs"):  # type: ignore[attr-defined]
+                                                          devcaps: DeviceCapabilities) -> None:
+    if devcaps.has("runtime.graphs"):
         pytest.skip("the device has runtime.graphs: test_reduce_overhead_captures_device_graphs "
                     "covers it")
 

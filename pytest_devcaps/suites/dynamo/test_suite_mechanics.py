@@ -1,0 +1,68 @@
+"""Self-checks of the suite's own machinery: test ordering, Dynamo reset, Inductor cache dir."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from torch._dynamo.utils import counters
+
+from pytest_devcaps.suites.dynamo.ordering import parse_order, reorder
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("", ("keep", None)),
+    ("reversed", ("reversed", None)),
+    (" Reversed ", ("reversed", None)),
+    ("shuffle:42", ("shuffle", 42)),
+])
+def test_parse_order_accepts(value: str, expected: tuple[str, int | None]) -> None:
+    assert parse_order(value) == expected
+
+
+@pytest.mark.parametrize("value", ["random", "shuffle", "shuffle:x", "reverse"])
+def test_parse_order_refuses_with_the_accepted_forms(value: str) -> None:
+    with pytest.raises(ValueError, match="expected 'reversed' or 'shuffle:<integer seed>'"):
+        parse_order(value)
+
+
+def _items(tmp_path: Path) -> list[Any]:
+    suite, other = tmp_path / "suite", tmp_path / "other"
+    return [SimpleNamespace(path=other / "a.py", name="o1"),
+            SimpleNamespace(path=suite / "t.py", name="s1"),
+            SimpleNamespace(path=suite / "t.py", name="s2"),
+            SimpleNamespace(path=other / "b.py", name="o2"),
+            SimpleNamespace(path=suite / "u.py", name="s3")]
+
+
+def test_reorder_reverses_only_the_suite_items(tmp_path: Path) -> None:
+    items = _items(tmp_path)
+    reorder(items, (tmp_path / "suite").resolve(), "reversed")
+    assert [item.name for item in items] == ["o1", "s3", "s2", "o2", "s1"]
+
+
+def test_shuffle_is_a_seeded_permutation(tmp_path: Path) -> None:
+    first, second = _items(tmp_path), _items(tmp_path)
+    suite = (tmp_path / "suite").resolve()
+    reorder(first, suite, "shuffle:3")
+    reorder(second, suite, "shuffle:3")
+    names = [item.name for item in first]
+    assert names == [item.name for item in second], "same seed, same order (xdist needs it)"
+    assert sorted(names) == ["o1", "o2", "s1", "s2", "s3"]
+    assert (names[0], names[3]) == ("o1", "o2")
+
+
+def test_dynamo_counters_start_empty() -> None:
+    assert not counters, f"state left by an earlier test: {dict(counters)}"
+
+
+def test_inductor_cache_dir_belongs_to_this_run(inductor_cache_dir: Path,
+                                                tmp_path_factory: pytest.TempPathFactory) -> None:
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(inductor_cache_dir)
+    assert inductor_cache_dir.is_dir()
+    basetemp = tmp_path_factory.getbasetemp()
+    # one directory per run, shared by the xdist workers of that run
+    assert inductor_cache_dir.parent in (basetemp, basetemp.parent)
