@@ -45,6 +45,10 @@ def _accumulate(ctx: RankContext, cases: list[tuple[tuple[int, ...], bool | int]
                 loss.backward()
             counts.append(_short_counts(comm))
             losses.append(loss.detach())
+        with torch.no_grad():
+            for i, x in enumerate(data):
+                torch.testing.assert_close(losses[i], reference(x).sum(),
+                                           msg=lambda m: f"{what}: microbatch {i} loss: {m}")
         ref_loss = reference(torch.cat(data)).sum()
         ref_loss.backward()
         average_gradients(reference)
