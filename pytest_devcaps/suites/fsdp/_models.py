@@ -6,7 +6,8 @@ from typing import Any, Iterable, TypeVar
 
 import torch
 import torch.nn as nn
-from torch.distributed.device_mesh import DeviceMesh
+import torch.distributed as dist
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor, distribute_tensor
 
@@ -119,7 +120,16 @@ def build(cls: type[ModuleT], seed: int, device: torch.device, **kwargs: Any) ->
     return cls(**kwargs).to(device)
 
 
-def shard(model: nn.Module, submodules: Iterable[nn.Module], *, mesh: DeviceMesh | None = None,
+def world_mesh(device: torch.device) -> DeviceMesh:
+    """A 1-D mesh of every rank on ``device``'s type.
+
+    Always pass a mesh: FSDP's default mesh is on the current accelerator, which would put a
+    CPU (gloo) test instance onto a GPU on machines that have both.
+    """
+    return init_device_mesh(device.type, (dist.get_world_size(),))
+
+
+def shard(model: nn.Module, submodules: Iterable[nn.Module], *, mesh: DeviceMesh,
           reshard_after_forward: bool | int = True,
           mp_policy: MixedPrecisionPolicy | None = None) -> FSDPModule:
     """``fully_shard`` each submodule, then the root; returns the root."""

@@ -6,7 +6,7 @@ import torch
 from torch._dynamo.testing import CompileCounterWithBackend
 
 from pytest_devcaps.distributed import DistributedRunner, RankContext
-from pytest_devcaps.suites.fsdp._models import DIM, MLPStack, build, shard
+from pytest_devcaps.suites.fsdp._models import DIM, MLPStack, build, shard, world_mesh
 from pytest_devcaps.suites.fsdp._parity import batch, reference_of, train_in_parity
 
 STEPS = 3
@@ -21,7 +21,7 @@ def _compiled_training(ctx: RankContext) -> dict[str, int]:
     counter = CompileCounterWithBackend(BACKEND)
     for block in model.blocks:
         block.compile(backend=counter)
-    shard(model, model.blocks)
+    shard(model, model.blocks, mesh=world_mesh(ctx.device))
     train_in_parity(ctx, reference, model, steps=STEPS,
                     forward_loss=lambda m, s: m(batch(30 * s + ctx.rank, ctx.device, 4, DIM)).sum(),
                     what=f"compiled ({BACKEND})")

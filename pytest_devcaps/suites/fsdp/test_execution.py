@@ -10,7 +10,7 @@ import torch.nn as nn
 from torch.distributed.fsdp import FSDPModule, fully_shard
 
 from pytest_devcaps.distributed import DistributedRunner, RankContext
-from pytest_devcaps.suites.fsdp._models import DIM, MLPStack, StructuredIO, TiedLM, build, shard
+from pytest_devcaps.suites.fsdp._models import DIM, MLPStack, StructuredIO, TiedLM, build, shard, world_mesh
 from pytest_devcaps.suites.fsdp._parity import batch, reference_of, tokens, train_in_parity
 
 STEPS = 3
@@ -21,12 +21,12 @@ VOCAB = 24
 def _stack_case(ctx: RankContext, case: str) -> list[float]:
     model = build(MLPStack, 2, ctx.device, n_blocks=3)
     reference = reference_of(model)
+    mesh = world_mesh(ctx.device)
     blocks: list[FSDPModule] = []
     if case != "root_only":
         for block in model.blocks:
-            fully_shard(block)
-            blocks.append(block)  # type: ignore[arg-type]
-    fully_shard(model)
+            blocks.append(fully_shard(block, mesh=mesh))
+    fully_shard(model, mesh=mesh)
     if case == "explicit_prefetch":
         for i, block in enumerate(blocks):
             block.set_modules_to_forward_prefetch(blocks[i + 1:i + 2])
@@ -66,7 +66,8 @@ def _containers_and_tying(ctx: RankContext) -> dict[str, list[float]]:
 
     model = build(StructuredIO, 3, ctx.device)
     reference = reference_of(model)
-    shard(model, [model.left, model.right])
+    mesh = world_mesh(ctx.device)
+    shard(model, [model.left, model.right], mesh=mesh)
 
     def structured_loss(m: nn.Module, step: int) -> torch.Tensor:
         seed = 100 * step + 10 * ctx.rank
@@ -85,25 +86,25 @@ def _containers_and_tying(ctx: RankContext) -> dict[str, list[float]]:
         reference = reference_of(lm)
         assert reference.out.weight is reference.embed.weight
         for block in lm.blocks:
-            fully_shard(block)
+            fully_shard(block, mesh=mesh)
         if case == "tied_grouped":  # both users of the shared weight in one group
-            fully_shard([lm.embed, lm.out])
-        fully_shard(lm)
+            fully_shard([lm.embed, lm.out], mesh=mesh)
+        fully_shard(lm, mesh=mesh)
         assert lm.out.weight is lm.embed.weight
         losses[case] = train_in_parity(ctx, reference, lm, steps=STEPS, forward_loss=token_loss,
                                        what=case)
 
     lm = build(TiedLM, 4, ctx.device, vocab=VOCAB)
     with pytest.raises(ValueError, match="already managed by another FSDP group"):
-        fully_shard(lm.embed)
-        fully_shard(lm.out)
-        fully_shard(lm)
+        fully_shard(lm.embed, mesh=mesh)
+        fully_shard(lm.out, mesh=mesh)
+        fully_shard(lm, mesh=mesh)
         token_loss(lm, 0).backward()
 
     twice = build(MLPStack, 5, ctx.device)
-    fully_shard(twice.blocks[0])
+    fully_shard(twice.blocks[0], mesh=mesh)
     with pytest.raises(AssertionError, match="can only be applied to a module once"):
-        fully_shard(twice.blocks[0])
+        fully_shard(twice.blocks[0], mesh=mesh)
     return losses
 
 

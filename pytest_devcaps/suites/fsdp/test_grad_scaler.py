@@ -8,7 +8,7 @@ import torch
 from torch.amp.grad_scaler import OptState
 
 from pytest_devcaps.distributed import DistributedRunner, RankContext
-from pytest_devcaps.suites.fsdp._models import DIM, MLPStack, build, shard
+from pytest_devcaps.suites.fsdp._models import DIM, MLPStack, build, shard, world_mesh
 from pytest_devcaps.suites.fsdp._parity import (
     LR,
     assert_parity,
@@ -38,7 +38,7 @@ def _snapshot(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 def _scaled_training(ctx: RankContext) -> list[dict[str, Any]]:
     model = build(MLPStack, 1, ctx.device)
     reference = reference_of(model)
-    shard(model, model.blocks)
+    shard(model, model.blocks, mesh=world_mesh(ctx.device))
     opt = torch.optim.SGD(model.parameters(), lr=LR)
     ref_opt = torch.optim.SGD(reference.parameters(), lr=LR)
     scaler, ref_scaler = _scaler(ctx.device_type), _scaler(ctx.device_type)

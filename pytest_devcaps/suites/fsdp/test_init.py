@@ -8,11 +8,10 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.nn as nn
-from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import DTensor, Shard, distribute_tensor
 
 from pytest_devcaps.distributed import DistributedRunner, RankContext
-from pytest_devcaps.suites.fsdp._models import DIM, MLPStack, PatternStack, build, shard
+from pytest_devcaps.suites.fsdp._models import DIM, MLPStack, PatternStack, build, shard, world_mesh
 from pytest_devcaps.suites.fsdp._parity import assert_parity, batch, full, reference_of, train_in_parity
 
 STEPS = 2
@@ -32,12 +31,13 @@ def _reset_all(model: nn.Module) -> None:
 def _meta_init(ctx: RankContext) -> None:
     eager = build(PatternStack, 0, ctx.device)
     reference = reference_of(eager)
-    shard(eager, eager.blocks)
+    mesh = world_mesh(ctx.device)
+    shard(eager, eager.blocks, mesh=mesh)
 
     # the FSDP2 way: shard on meta, then materialise the shards and initialise them
     with torch.device("meta"):
         sharded_on_meta = PatternStack()
-    shard(sharded_on_meta, sharded_on_meta.blocks)
+    shard(sharded_on_meta, sharded_on_meta.blocks, mesh=mesh)
     assert all(p.is_meta for p in sharded_on_meta.parameters())
     sharded_on_meta.to_empty(device=ctx.device)
     _reset_all(sharded_on_meta)
@@ -48,7 +48,7 @@ def _meta_init(ctx: RankContext) -> None:
         materialised_first = PatternStack()
     materialised_first.to_empty(device=ctx.device)
     _reset_all(materialised_first)
-    shard(materialised_first, materialised_first.blocks)
+    shard(materialised_first, materialised_first.blocks, mesh=mesh)
     assert_parity(eager, materialised_first, what="to_empty, reset_parameters, then shard")
 
     train_in_parity(ctx, reference, sharded_on_meta, steps=STEPS, forward_loss=_loss(ctx),
@@ -70,7 +70,7 @@ def _rank0_broadcast_init(ctx: RankContext) -> None:
 
     with torch.device("meta"):
         model = MLPStack()
-    shard(model, model.blocks)
+    shard(model, model.blocks, mesh=world_mesh(ctx.device))
     full_sd = full_model.state_dict()
     sharded_sd = {}
     for name, meta_param in model.state_dict().items():
@@ -86,13 +86,13 @@ def _rank0_broadcast_init(ctx: RankContext) -> None:
 def _unmaterialised_error(ctx: RankContext) -> None:
     with torch.device("meta"):
         model = MLPStack()
-    shard(model, model.blocks)
+    shard(model, model.blocks, mesh=world_mesh(ctx.device))
     with pytest.raises(RuntimeError, match="should be materialized from meta device"):
         model(batch(0, ctx.device, 2, DIM))
 
 
 def _placement(ctx: RankContext) -> None:
-    mesh = init_device_mesh(ctx.device_type, (ctx.world_size,))
+    mesh = world_mesh(ctx.device)
     assert mesh.device_type == ctx.device_type
     torch.manual_seed(3)
     model = MLPStack()  # built on cpu: fully_shard moves it to the mesh's device

@@ -14,7 +14,7 @@ from torch.distributed.tensor import DTensor
 
 from pytest_devcaps import runtime
 from pytest_devcaps.distributed import DistributedRunner, RankContext
-from pytest_devcaps.suites.fsdp._models import DIM, MLPStack, build, shard
+from pytest_devcaps.suites.fsdp._models import DIM, MLPStack, build, shard, world_mesh
 from pytest_devcaps.suites.fsdp._parity import batch
 
 MB = 2**20
@@ -38,7 +38,7 @@ def _reshard_frees(ctx: RankContext) -> dict[str, dict[str, int]]:
     report = {}
     for reshard in (True, False):
         model = build(MLPStack, 0, ctx.device, n_blocks=2)
-        shard(model, model.blocks, reshard_after_forward=reshard)
+        shard(model, model.blocks, mesh=world_mesh(ctx.device), reshard_after_forward=reshard)
         seen = _record_unsharded(model)
         out = model(batch(ctx.rank, ctx.device, 4, DIM))
         unsharded = [t for ts in seen.values() for t in ts]
@@ -95,7 +95,7 @@ def _peak_memory(ctx: RankContext) -> dict[str, float]:
         model = MLPStack(n_blocks=BIG_BLOCKS, dim=BIG_DIM)
     param_mb = sum(p.numel() * p.element_size() for p in model.parameters()) / MB
     block_mb = sum(p.numel() * p.element_size() for p in model.blocks[0].parameters()) / MB
-    shard(model, model.blocks)
+    shard(model, model.blocks, mesh=world_mesh(device))
     model.to_empty(device=device)
     for module in model.modules():
         if isinstance(module, nn.Linear):
@@ -171,7 +171,7 @@ def _time_ms(device: torch.device, fn: Any, repeats: int) -> float:
 def _overlap(ctx: RankContext) -> dict[str, float]:
     device = ctx.device
     model = build(MLPStack, 0, device, n_blocks=BIG_BLOCKS, dim=BIG_DIM)
-    shard(model, model.blocks)
+    shard(model, model.blocks, mesh=world_mesh(device))
     x = torch.randn(BIG_BATCH, BIG_DIM, device=device)
 
     def step() -> None:

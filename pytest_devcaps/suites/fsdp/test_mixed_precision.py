@@ -9,7 +9,7 @@ import torch
 from torch.distributed.fsdp import MixedPrecisionPolicy
 
 from pytest_devcaps.distributed import DistributedRunner, RankContext
-from pytest_devcaps.suites.fsdp._models import DIM, MLPStack, build, shard
+from pytest_devcaps.suites.fsdp._models import DIM, MLPStack, build, shard, world_mesh
 from pytest_devcaps.suites.fsdp._parity import LR, assert_parity, average_gradients, batch, full, reference_of
 
 STEPS = 3
@@ -20,7 +20,7 @@ def _bf16_with_fp32_reduce(ctx: RankContext) -> list[float]:
     reference = reference_of(model)                              # fp32 master weights
     reference_bf16 = copy.deepcopy(reference).to(torch.bfloat16)  # what the forward runs on
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-    shard(model, model.blocks, mp_policy=policy)
+    shard(model, model.blocks, mesh=world_mesh(ctx.device), mp_policy=policy)
     opt = torch.optim.SGD(model.parameters(), lr=LR)
     ref_opt = torch.optim.SGD(reference.parameters(), lr=LR)
     losses = []
