@@ -32,6 +32,9 @@ class DistributedRunner:
     (picklable) in rank order. Outside a launcher each call spawns a fresh world; under
     torchrun the function runs in this process on each rank. Skips (too few devices, a
     launcher world of another size) are decided here, before any rank starts.
+
+    ``launch`` is the outside launcher's world; None reads it from ``RANK``/``WORLD_SIZE``.
+    ``share_devices`` allows more ranks than accelerators (rank r uses device r mod count).
     """
 
     def __init__(self, device: torch.device | str, backend: str, *,
