@@ -18,7 +18,7 @@ from pytest_devcaps.suites.dynamo.ordering import parse_order, reorder
     ("reversed", ("reversed", None)),
     (" Reversed ", ("reversed", None)),
     ("shuffle:42", ("shuffle", 42)),
-])
+], ids=["unset", "reversed", "case-and-spaces", "shuffle"])
 def test_parse_order_accepts(value: str, expected: tuple[str, int | None]) -> None:
     assert parse_order(value) == expected
 
