@@ -32,7 +32,8 @@ def inductor_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pat
 
     Session scope and autouse make it precede every compile of the suite: Inductor reads the
     variable lazily. Under pytest-xdist each worker's basetemp is ``<run basetemp>/gwN``, so
-    the workers share the run's cache and only the first one pays the cold C++/Triton build.
+    the workers share the run's cache: a kernel one worker built is a cache hit for the other
+    (two workers compiling at the same moment still both pay the cold build).
     """
     basetemp = tmp_path_factory.getbasetemp()
     run_dir = basetemp.parent if os.environ.get("PYTEST_XDIST_WORKER") else basetemp
