@@ -8,9 +8,11 @@ scales, bias and ops on the accumulator, casts, stores ``y`` and reduces the til
   workspace ``[M, N // S]``. When ``S == group`` (the group fits the block) that workspace is
   the result; otherwise a small second pass reduces ``group // S`` partials per group. No
   atomics, so the result is deterministic.
-* fp8 operands are loaded as bytes and bitcast (the interpreter mis-reads fp8 loads); they go
-  to ``tl.dot`` as fp8 where the registry says the device has native fp8 of that kind,
-  otherwise they are upcast to bf16 (exact).
+* fp8 operands are loaded as bytes (the interpreter mis-reads fp8 loads). Where the registry
+  says the device has that fp8 kind natively they are bitcast and go to ``tl.dot`` as fp8;
+  otherwise each tile is decoded with integer ops to bf16 (exact), which compiles on every
+  target (Triton's fp8 converts need sm89+ and reject fnuz on NVIDIA) and under the
+  interpreter.
 
 The source is generated because the op list is arbitrary; generated modules are written to a
 per-process directory so ``triton.jit`` can read their source (also under TRITON_INTERPRET=1).
@@ -63,6 +65,51 @@ def _tanh(x):
 @triton.jit
 def _nanmax(a, b):
     return tl.where((a > b) | (a != a), a, b)
+
+
+# fp8 decoding with integer ops only: compiles on every target (Triton's own fp8 converts need
+# sm89+ on NVIDIA and reject the fnuz types there) and runs under the interpreter.
+@triton.jit
+def _fp8_magnitude(u, MBITS: tl.constexpr, BIAS: tl.constexpr, SUBNORMAL: tl.constexpr):
+    e = (u >> MBITS) & ((1 << (7 - MBITS)) - 1)
+    m = u & ((1 << MBITS) - 1)
+    bits = ((e + (127 - BIAS)) << 23) | (m << (23 - MBITS))
+    mag = tl.where(e == 0, m.to(tl.float32) * SUBNORMAL, bits.to(tl.float32, bitcast=True))
+    return tl.where((u & 128) != 0, -mag, mag), e, m
+
+
+@triton.jit
+def _special(u, bits: tl.constexpr):
+    return (u * 0 + bits).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _decode_e4m3fn(u):
+    u = u.to(tl.int32)
+    v, e, m = _fp8_magnitude(u, 3, 7, 0.001953125)
+    return tl.where((e == 15) & (m == 7), _special(u, 0x7FC00000), v)
+
+
+@triton.jit
+def _decode_e5m2(u):
+    u = u.to(tl.int32)
+    v, e, m = _fp8_magnitude(u, 2, 15, 0.0000152587890625)
+    inf = tl.where((u & 128) != 0, -_special(u, 0x7F800000), _special(u, 0x7F800000))
+    return tl.where(e == 31, tl.where(m == 0, inf, _special(u, 0x7FC00000)), v)
+
+
+@triton.jit
+def _decode_e4m3fnuz(u):
+    u = u.to(tl.int32)
+    v, e, m = _fp8_magnitude(u, 3, 8, 0.0009765625)
+    return tl.where(u == 128, _special(u, 0x7FC00000), v)
+
+
+@triton.jit
+def _decode_e5m2fnuz(u):
+    u = u.to(tl.int32)
+    v, e, m = _fp8_magnitude(u, 2, 16, 0.00000762939453125)
+    return tl.where(u == 128, _special(u, 0x7FC00000), v)
 '''
 
 _KERNEL = '''
@@ -168,8 +215,10 @@ def _dot_operand_dtype(dtype: torch.dtype, plan: _Plan) -> str | None:
 
 def _convert(name: str, dtype: torch.dtype, plan: _Plan) -> str:
     line = f"        {name} = {name}"
-    if dtype in FP8_DTYPES:
+    if dtype in FP8_DTYPES and plan.native_fp8:
         line += f".to({_TL_FP8[dtype]}, bitcast=True)"
+    elif dtype in FP8_DTYPES:
+        line = f"        {name} = _decode_{str(dtype).split('_', 1)[1]}({name})"
     target = _dot_operand_dtype(dtype, plan)
     if target is not None:
         line += f".to({target})"

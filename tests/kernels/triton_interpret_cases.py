@@ -113,3 +113,12 @@ def test_nan_inf_propagate_and_deterministic():
     assert torch.equal(again_y.nan_to_num(), y.nan_to_num())
     for first, second in zip((total, amax, _), again_reds):  # no atomics: bitwise repeatable
         assert torch.equal(first.nan_to_num(), second.nan_to_num())
+
+
+@pytest.mark.parametrize("fp8", [torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz,
+                                 torch.float8_e5m2fnuz], ids=str)
+def test_fp8_decode_every_code(fp8):
+    codes = torch.arange(256, dtype=torch.uint8).view(256, 1).view(fp8)
+    one = torch.ones(1, 1).to(fp8)
+    y, _ = scaled_mm(codes, one, out_dtype=torch.float32, backend="triton")
+    torch.testing.assert_close(y, codes.float(), rtol=0, atol=0, equal_nan=True)
