@@ -135,15 +135,26 @@ class Expression:
     """A validated rule expression; :meth:`evaluate` it against a facts mapping."""
 
     text: str
-    tree: ast.Expression = field(repr=False, compare=False)
+    tree: ast.Expression | None = field(repr=False, compare=False)
     names: frozenset[str] = field(default=frozenset(), compare=False)
 
     def evaluate(self, facts: Mapping[str, Any]) -> bool:
         """True when the expression holds for ``facts``; never raises on odd fact values."""
+        if self.tree is None:  # restored from a pickle: parse on first use
+            object.__setattr__(self, "tree", ast.parse(self.text, mode="eval"))
         return bool(_evaluate(self.tree.body, facts))
 
     def __str__(self) -> str:
         return self.text
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickling AST nodes is slow to load back; the text was validated already, so a
+        # restored expression only re-parses it.
+        return (_restore, (self.text, self.names))
+
+
+def _restore(text: str, names: frozenset[str]) -> Expression:
+    return Expression(text, None, names)
 
 
 def _evaluate(node: ast.AST, facts: Mapping[str, Any]) -> Any:
