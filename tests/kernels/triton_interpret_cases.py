@@ -15,7 +15,7 @@ import torch
 
 from devcaps_kernels import Reduce, last_backend, scaled_mm
 from devcaps_kernels import epilogue as ep
-from tests.kernels.helpers import assert_reduction_close, assert_y_close, fresh
+from pytest_devcaps.suites.kernels._checks import assert_reduction_close, assert_y_close, fresh
 
 if os.environ.get("TRITON_INTERPRET") != "1":
     pytest.skip("run through test_triton_interpret.py (needs TRITON_INTERPRET=1 before triton "

@@ -7,7 +7,7 @@ import torch
 
 from devcaps_kernels import Reduce, scaled_mm
 from devcaps_kernels import epilogue as ep
-from tests.kernels.helpers import fresh
+from pytest_devcaps.suites.kernels._checks import fresh
 
 M, N, K = 6, 8, 4
 

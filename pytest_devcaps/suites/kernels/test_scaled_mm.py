@@ -13,7 +13,7 @@ import torch
 
 from devcaps_kernels import Reduce, choose_backend, last_backend, scaled_mm
 from devcaps_kernels import epilogue as ep
-from tests.kernels.helpers import assert_reduction_close, assert_y_close, fresh
+from pytest_devcaps.suites.kernels._checks import assert_reduction_close, assert_y_close, fresh
 
 pytestmark = pytest.mark.dtypes(torch.bfloat16, torch.float16, torch.float32)
 
