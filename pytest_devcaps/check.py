@@ -63,7 +63,7 @@ def run_suite(name: str, pytest_args: Sequence[str], *, devices: str | None,
         result = SuiteResult(name, exit_code, time.perf_counter() - started)
         if report.is_file():
             for test in json.loads(report.read_text())["tests"]:
-                device = test.get("device") or "-"
+                device = test.get("device") or "no-device"
                 result.counts.setdefault(device, Counter())[classify_outcome(test)] += 1
         return result
 

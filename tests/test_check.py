@@ -1,0 +1,40 @@
+"""devcaps check: capability table, suites run per device, the matrix, the exit code."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_devcaps.cli import main
+
+
+def test_check_runs_a_suite_and_prints_the_matrix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    report = tmp_path / "check.json"
+    status = main(["check", "--suite", "kernels", "--json", str(report), "--", "-k", "test_errors"])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert "devcaps: 1 device(s)" in out  # the capability table comes first
+    assert "[1/1] suite kernels ..." in out
+    row = next(line for line in out.splitlines() if line.startswith("kernels  cpu"))
+    passed = int(row.split()[2])
+    assert passed > 10 and row.split()[3:6] == ["0", "0", "0"]
+    assert "devcaps check: all suites passed" in out
+    data = json.loads(report.read_text())
+    assert data[0]["suite"] == "kernels" and data[0]["counts"]["cpu"]["passed"] == passed
+
+
+def test_check_fails_when_a_suite_fails(capsys: pytest.CaptureFixture[str]) -> None:
+    status = main(["check", "--suite", "kernels", "--", "-k", "fp8 and test_errors or e4m3fn",
+                   "--devcaps-set=dtype.fp8_e4m3fn=unsupported", "--devcaps-require=dtype.fp8_e4m3fn"])
+    out = capsys.readouterr().out
+    assert status == 1
+    row = next(line for line in out.splitlines() if line.startswith("kernels  cpu"))
+    assert int(row.split()[4]) > 0  # errors: required capability missing
+    assert "devcaps check: FAILED in kernels" in out
+
+
+def test_check_unknown_suite(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "--suite", "dynamoo"]) == 2
+    assert "unknown suite 'dynamoo' (did you mean 'dynamo'?)" in capsys.readouterr().err
