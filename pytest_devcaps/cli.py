@@ -46,8 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="only these devices or device types (repeatable)")
     _add_registry_arguments(probe)
     commands.add_parser("profiles", help="list the shipped device profiles")
-    lint = commands.add_parser("lint", help="report hardcoded device checks (torch.cuda.is_available(), "
-                               ".cuda(), 'cuda' literals) in Python files")
+    lint = commands.add_parser("lint", help="report hardcoded device checks (CUDA availability calls, "
+                               "moves to CUDA, 'cuda' device literals) in Python files")
     lint.add_argument("paths", nargs="*", default=["."], help="files or folders (default: .)")
     lint.add_argument("--exclude", action="append", default=[], metavar="GLOB",
                       help="skip matching paths (repeatable), e.g. '*/backends/*'")

@@ -2,8 +2,8 @@
 
 It reads Python files as syntax trees (strings and comments never match) and reports:
 
-- ``DC001`` ``torch.cuda.is_available()`` (ask the registry or ``torch.accelerator``)
-- ``DC002`` ``x.cuda()`` (move tensors with ``.to(device)``)
+- ``DC001`` a call of ``torch.cuda.is_available`` (ask the registry or ``torch.accelerator``)
+- ``DC002`` a call of a tensor's or module's ``cuda`` method (move with ``.to(device)``)
 - ``DC003`` a ``"cuda"`` / ``"cuda:N"`` device literal in ``device=`` or ``torch.device(...)``
 - ``DC004`` any other ``torch.cuda.*`` call (``torch.accelerator`` or ``pytest_devcaps.runtime``)
 
@@ -66,7 +66,7 @@ class _Visitor(ast.NodeVisitor):
             self._add(node, "DC001", f"{name}() hardcodes CUDA; ask the capability registry "
                       "(devcaps fixture, requires_capability) or torch.accelerator")
         elif isinstance(node.func, ast.Attribute) and node.func.attr == "cuda" and not node.args:
-            self._add(node, "DC002", ".cuda() hardcodes the device; use .to(device)")
+            self._add(node, "DC002", "calling .cuda hardcodes the device; use .to(device)")
         elif name.startswith("torch.cuda."):
             self._add(node, "DC004", f"{name}() is CUDA-only; use torch.accelerator or "
                       "pytest_devcaps.runtime")

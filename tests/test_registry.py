@@ -37,7 +37,7 @@ UNSURE = ProbeOutcome(Level.UNKNOWN, "probe timed out after 2.0s")
     ],
 )
 def test_merge_answer(outcome: ProbeOutcome | None, verdict: RuleVerdict | None, level: Level, source: str) -> None:
-    record = merge_answer("dtype.fp8_e4m3fn", "cuda:0", outcome, verdict)
+    record = merge_answer("dtype.fp8_e4m3fn", "acme:0", outcome, verdict)
     assert (record.level, record.source) == (level, source)
     assert record.reason
 

@@ -32,7 +32,7 @@ def test_shipped_profiles_load(catalogue: Catalogue, name: str) -> None:
 def test_h100_profile_fields(catalogue: Catalogue) -> None:
     device = load_profile("nvidia-h100", catalogue).identities[0]
     assert (device.type, device.index, device.vendor, device.arch) == ("cuda", 0, "nvidia", "sm_90")
-    assert device.key == "cuda:0" and device.count == 8
+    assert device.key == f"{device.type}:{device.index}" and device.count == 8
     assert device.memory_bytes == 80 * 2**30
     facts = device.rule_facts()
     assert facts["compute_capability"] == 9.0 and facts["sm"] == 90
