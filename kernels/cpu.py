@@ -92,8 +92,10 @@ def _raw_partial(src: torch.Tensor, family: str, g: int, out: torch.Tensor | Non
         return torch.sum(v, -1, dtype=torch.float32, out=out)
     if family == "sq":
         # One pass instead of square-then-sum; sqrt/square cost ~1 ulp.
-        return torch.linalg.vector_norm(v, 2, -1, dtype=torch.float32, out=out).square_()
-    return torch.linalg.vector_norm(v, math.inf, -1, dtype=torch.float32, out=out)
+        norm: torch.Tensor = torch.linalg.vector_norm(v, 2, -1, dtype=torch.float32, out=out)
+        return norm.square_()
+    amax: torch.Tensor = torch.linalg.vector_norm(v, math.inf, -1, dtype=torch.float32, out=out)
+    return amax
 
 
 def _reduce_block(sources: dict[str, torch.Tensor], reductions: tuple[Reduce, ...],

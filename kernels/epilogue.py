@@ -123,8 +123,10 @@ def apply_torch(x: torch.Tensor, op: EpiOp, operand: torch.Tensor | float | None
     if kind == "tanh":
         return torch.tanh_(x)
     if kind == "add":
+        assert operand is not None
         return x.add_(operand)
     if kind in ("mul", "scale"):
+        assert operand is not None
         return x.mul_(operand)
     if kind == "clamp":
         return x.clamp_(op.lo, op.hi)

@@ -57,7 +57,7 @@ def devcaps(request: pytest.FixtureRequest) -> DeviceCapabilities:
     """The capability registry seen from this test's device: ``devcaps.has("dtype.bf16")``,
     ``devcaps["attention.flash"]`` (a record with level, reason and source)."""
     state = session_state(request.config)
-    return state.registry.view(item_device(request.node))  # type: ignore[arg-type]
+    return state.registry.view(item_device(request.node))
 
 
 @pytest.fixture

@@ -92,7 +92,7 @@ class CudaAdapter(TorchDeviceAdapter):
     def is_available(self) -> bool:
         import torch
 
-        if not torch.backends.cuda.is_built():  # cheap: a CPU-only build stops here
+        if not torch.backends.cuda.is_built():  # type: ignore[no-untyped-call]  # cheap: a CPU-only build stops here
             return False
         return int(self._cuda().device_count()) > 0  # NVML/amdsmi based before CUDA is initialised
 

@@ -140,9 +140,11 @@ class Expression:
 
     def evaluate(self, facts: Mapping[str, Any]) -> bool:
         """True when the expression holds for ``facts``; never raises on odd fact values."""
-        if self.tree is None:  # restored from a pickle: parse on first use
-            object.__setattr__(self, "tree", ast.parse(self.text, mode="eval"))
-        return bool(_evaluate(self.tree.body, facts))
+        tree = self.tree
+        if tree is None:  # restored from a pickle: parse on first use
+            tree = ast.parse(self.text, mode="eval")
+            object.__setattr__(self, "tree", tree)
+        return bool(_evaluate(tree.body, facts))
 
     def __str__(self) -> str:
         return self.text

@@ -13,7 +13,7 @@ import importlib
 import json
 import os
 import sys
-from typing import IO, Any, Callable, NoReturn
+from typing import IO, Any, Callable, NoReturn, cast
 
 from pytest_devcaps.probes.base import brief, call_probe
 
@@ -24,7 +24,7 @@ def resolve(target: str) -> Callable[[str], Any]:
     obj: Any = importlib.import_module(module_name)
     for part in qualname.split("."):
         obj = getattr(obj, part)
-    return obj
+    return cast(Callable[[str], Any], obj)
 
 
 def _preload(modules: list[str]) -> None:

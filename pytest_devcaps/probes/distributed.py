@@ -75,7 +75,7 @@ def probe_gloo(device: str) -> ProbeOutcome:
         return ran("gloo is available (a process group already exists; not re-tested)")
     with tempfile.TemporaryDirectory(prefix="devcaps-gloo-") as tmp:
         try:
-            store = dist.FileStore(os.path.join(tmp, "store"), 1)
+            store = dist.FileStore(os.path.join(tmp, "store"), 1)  # type: ignore[attr-defined]
             dist.init_process_group("gloo", store=store, rank=0, world_size=1)
         except Exception as exc:
             return refused("init_process_group('gloo') with 1 rank", exc)
