@@ -8,12 +8,12 @@ name the line a user has to fix.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Collection, Iterator, Mapping, TypeVar, cast
 
-import yaml
 
 from pytest_devcaps.errors import ConfigError, did_you_mean
 
@@ -69,55 +69,61 @@ class LineList(list[Any]):
         self.line: int | None = None
 
 
-# libyaml's parser is ~10x faster than the pure-Python one; the shipped catalogue is parsed on
-# every session start, so it is worth using whenever PyYAML was built with it.
-_SafeLoaderBase: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+@functools.lru_cache(maxsize=1)
+def _line_loader() -> type[Any]:
+    """The loader class, built on first use: a warm start reads a pickled catalogue and never
+    needs PyYAML, whose import costs ~10 ms."""
+    import yaml
 
+    # libyaml's parser is ~10x faster than the pure-Python one.
+    base: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-class _LineLoader(_SafeLoaderBase):  # type: ignore[valid-type,misc]
-    """SafeLoader whose mappings and sequences record source lines and refuse duplicate keys."""
+    class _LineLoader(base):  # type: ignore[misc]
+        """SafeLoader whose mappings and sequences record source lines and refuse duplicate keys."""
 
-    source_name = "<string>"
+        source_name = "<string>"
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> LineDict:
-        if not isinstance(node, yaml.MappingNode):
-            raise yaml.constructor.ConstructorError(
-                None, None, f"expected a mapping, found {node.id}", node.start_mark)
-        self.flatten_mapping(node)
-        mapping = LineDict()
-        mapping.line = node.start_mark.line + 1
-        for key_node, value_node in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            line = key_node.start_mark.line + 1
-            try:
-                hash(key)
-            except TypeError:
-                raise ConfigError("mapping keys must be plain scalars", file=self.source_name,
-                                  line=line) from None
-            if key in mapping:
-                raise ConfigError(
-                    f"duplicate key (first defined on line {mapping.lines[key]})",
-                    file=self.source_name, line=line, key=str(key))
-            mapping[key] = self.construct_object(value_node, deep=deep)
-            mapping.lines[key] = line
-        return mapping
+        def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> LineDict:
+            if not isinstance(node, yaml.MappingNode):
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"expected a mapping, found {node.id}", node.start_mark)
+            self.flatten_mapping(node)
+            mapping = LineDict()
+            mapping.line = node.start_mark.line + 1
+            for key_node, value_node in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                line = key_node.start_mark.line + 1
+                try:
+                    hash(key)
+                except TypeError:
+                    raise ConfigError("mapping keys must be plain scalars", file=self.source_name,
+                                      line=line) from None
+                if key in mapping:
+                    raise ConfigError(
+                        f"duplicate key (first defined on line {mapping.lines[key]})",
+                        file=self.source_name, line=line, key=str(key))
+                mapping[key] = self.construct_object(value_node, deep=deep)
+                mapping.lines[key] = line
+            return mapping
 
-    def construct_line_sequence(self, node: yaml.SequenceNode) -> LineList:
-        sequence = LineList(self.construct_object(child, deep=True) for child in node.value)
-        sequence.lines = [child.start_mark.line + 1 for child in node.value]
-        sequence.line = node.start_mark.line + 1
-        return sequence
+        def construct_line_sequence(self, node: yaml.SequenceNode) -> LineList:
+            sequence = LineList(self.construct_object(child, deep=True) for child in node.value)
+            sequence.lines = [child.start_mark.line + 1 for child in node.value]
+            sequence.line = node.start_mark.line + 1
+            return sequence
 
-
-_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-                            _LineLoader.construct_mapping)
-_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG,
-                            _LineLoader.construct_line_sequence)
+    _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+                                _LineLoader.construct_mapping)
+    _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG,
+                                _LineLoader.construct_line_sequence)
+    return _LineLoader
 
 
 def parse_yaml(text: str, source: str = "<string>") -> Any:
     """Parse one YAML document; syntax errors become ConfigError with the line."""
-    loader = _LineLoader(text)
+    import yaml
+
+    loader = _line_loader()(text)
     loader.source_name = source
     try:
         return loader.get_single_data()
