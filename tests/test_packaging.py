@@ -24,6 +24,7 @@ def test_every_package_directory_is_declared() -> None:
     found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "pytest_devcaps").rglob("__init__.py")}
     found |= {"devcaps_kernels" + "".join("." + part for part in p.parent.relative_to(ROOT / mapping["devcaps_kernels"]).parts)
               for p in (ROOT / mapping["devcaps_kernels"]).rglob("__init__.py")}
+    found.add("pytest_devcaps.profiles")  # data only: the shipped device profiles
     assert sorted(found) == sorted(packages)
 
 
