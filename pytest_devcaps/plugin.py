@@ -50,6 +50,10 @@ def pytest_configure(config: pytest.Config) -> None:
         selected = select_devices(registry, settings, workerinput)
     except DevcapsError as exc:
         raise pytest.UsageError(f"pytest-devcaps: {exc}") from None
+    if settings.profile.value and workerinput is None and getattr(config.option, "dist", "no") != "no":
+        # A plan collects and evaluates in this process and runs nothing: no workers needed.
+        config.option.dist = "no"
+        config.option.numprocesses = None
     primary = next((key for key in selected if not key.startswith("cpu")), None)
     if primary is None:
         primary = selected[0] if selected else registry.primary_device.key

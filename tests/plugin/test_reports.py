@@ -166,3 +166,11 @@ def test_unknown_profile_is_usage_error(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--devcaps-profile=nvidia-h1000")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: *nvidia-h1000*"])
+
+
+def test_profile_plan_under_xdist_plans_in_one_process(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    pytester.makepyfile(PLAN_SUITE)
+    result = pytester.runpytest_subprocess("--devcaps-profile=amd-mi300x", "-n", "2")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["3 would run, 1 would be skipped on amd-mi300x (nothing was run)"])
