@@ -35,17 +35,27 @@ class DistributedRunner:
 
     ``launch`` is the outside launcher's world; None reads it from ``RANK``/``WORLD_SIZE``.
     ``share_devices`` allows more ranks than accelerators (rank r uses device r mod count).
+    ``device_count`` is how many devices of the type there are (the fixture passes the
+    capability registry's count, discovered without creating a device context); None asks torch.
     """
 
     def __init__(self, device: torch.device | str, backend: str, *,
                  timeout_s: float | None = None, pg_timeout_s: float | None = None,
-                 share_devices: bool = False, launch: LaunchInfo | None = None) -> None:
+                 share_devices: bool = False, launch: LaunchInfo | None = None,
+                 device_count: int | None = None) -> None:
         self.device = torch.device(device)
         self.backend = backend
         self.timeout_s = timeout_s
         self.pg_timeout_s = pg_timeout_s
         self.share_devices = share_devices
         self.launch = launch if launch is not None else launched_world()
+        self._device_count = device_count
+
+    def device_count(self) -> int:
+        """Devices of the test's type available to the world."""
+        if self._device_count is not None:
+            return self._device_count
+        return runtime.device_count(self.device.type)
 
     def run(self, fn: Callable[..., Any], *args: Any, world_size: int = 2,
             timeout_s: float | None = None, env: Mapping[str, str] | None = None) -> list[Any]:
@@ -70,12 +80,12 @@ class DistributedRunner:
             return self.launch.world_size
         if self.device.type == "cpu" or self.share_devices:
             return n
-        return max(1, min(n, runtime.device_count(self.device.type)))
+        return max(1, min(n, self.device_count()))
 
     def _skip_unless_enough_devices(self, world_size: int) -> None:
         if self.device.type == "cpu" or self.share_devices:
             return
-        count = runtime.device_count(self.device.type)
+        count = self.device_count()
         if count < world_size:
             pytest.skip(
                 f"world size {world_size} needs {world_size} {self.device.type} devices, "
