@@ -44,4 +44,7 @@ class MpsAdapter(TorchDeviceAdapter):
             type="mps", index=0, vendor="apple", name=brand, arch=arch,
             memory_bytes=total_ram_bytes(), count=1, torch_version=torch_version(),
             facts={"arch": arch, "chip_generation": generation,
-                   "macos_version": platform.mac_ver()[0], "platform": sys.platform})]
+                   "macos_version": platform.mac_ver()[0], "platform": sys.platform,
+                   # Metal caps one buffer (maxBufferLength) below unified memory, and torch does
+                   # not expose the cap: requires_memory(per_allocation=) skips as unknown.
+                   "max_allocation_bytes": None})]

@@ -227,3 +227,23 @@ def test_markers_are_registered_and_strict_markers_clean(pytester: pytest.Pytest
         "@pytest.mark.requires_memory(size, per_allocation=None):*",
         "@pytest.mark.dtypes(*dtypes):*",
     ])
+
+
+def test_per_allocation_cap_unknown_on_capped_backend() -> None:
+    from pytest_devcaps.markers import evaluate
+    from pytest_devcaps.model import DeviceIdentity
+    from pytest_devcaps.registry import CapabilityRegistry
+
+    def registry(facts: dict) -> CapabilityRegistry:
+        device = DeviceIdentity(type="mps", index=0, vendor="apple", name="Apple M3", arch="apple-m3",
+                                memory_bytes=64 * 2**30, facts=facts)
+        return CapabilityRegistry([device], {"mps:0": {}}, {})
+
+    mark = pytest.mark.requires_memory("8GiB", per_allocation="4GiB").mark
+    capped_unknown = evaluate([mark], registry({"max_allocation_bytes": None}), "mps:0")
+    assert [m.key for m in capped_unknown.missing] == ["allocation>=4GiB"]
+    assert "the largest allowed is unknown" in capped_unknown.reason
+    capped = evaluate([mark], registry({"max_allocation_bytes": 2 * 2**30}), "mps:0")
+    assert "the largest allowed is 2GiB" in capped.reason
+    uncapped = evaluate([mark], registry({}), "mps:0")
+    assert not uncapped.skip
