@@ -82,7 +82,8 @@ def format_matrix(results: Sequence[SuiteResult]) -> list[str]:
                          f"{c['error']:>7} {c['skipped-by-capability']:>9} {c['skipped-other']:>11} "
                          f"{result.seconds:>8.1f}")
         if not result.counts:
-            lines.append(f"{result.name:<8} {'-':<8} no report (pytest exit code {result.exit_code})")
+            why = "collected no tests" if result.exit_code == 5 else "no report"
+            lines.append(f"{result.name:<8} {'-':<8} {why} (pytest exit code {result.exit_code})")
     return lines
 
 
@@ -112,7 +113,8 @@ def command_check(args: argparse.Namespace) -> int:
         write_atomic(Path(args.json), json.dumps(
             [{"suite": r.name, "exit_code": r.exit_code, "seconds": round(r.seconds, 2),
               "counts": {d: dict(c) for d, c in r.counts.items()}} for r in results], indent=1))
-    failed = [r for r in results if r.exit_code not in (0, 5) or
+    # A suite that ran nothing (exit code 5) proves nothing: it fails the check too.
+    failed = [r for r in results if r.exit_code != 0 or
               any(c["failed"] or c["error"] for c in r.counts.values())]
     if failed:
         print(f"devcaps check: FAILED in {', '.join(r.name for r in failed)}")

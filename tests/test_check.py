@@ -38,3 +38,10 @@ def test_check_fails_when_a_suite_fails(capsys: pytest.CaptureFixture[str]) -> N
 def test_check_unknown_suite(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", "--suite", "dynamoo"]) == 2
     assert "unknown suite 'dynamoo' (did you mean 'dynamo'?)" in capsys.readouterr().err
+
+
+def test_check_fails_when_a_suite_runs_no_tests(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "--suite", "kernels", "--", "-k", "no_such_test_name"]) == 1
+    out = capsys.readouterr().out
+    assert "kernels  -        collected no tests (pytest exit code 5)" in out
+    assert "devcaps check: FAILED in kernels" in out
