@@ -90,7 +90,7 @@ def format_matrix(results: Sequence[SuiteResult]) -> list[str]:
 def command_check(args: argparse.Namespace) -> int:
     from pytest_devcaps.cli import command_probe
 
-    probe_args = argparse.Namespace(json=False, device=[], overrides=args.overrides, settings=[],
+    probe_args = argparse.Namespace(json=False, verbose=False, device=[], overrides=args.overrides, settings=[],
                                     profile=None, reprobe=False, probe_timeout=10.0)
     status = command_probe(probe_args)
     if status:

@@ -42,6 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     probe = commands.add_parser("probe", help="print the capability table (or JSON)")
     probe.add_argument("--json", action="store_true", help="print every record as JSON")
+    probe.add_argument("-v", "--verbose", action="store_true",
+                       help="with several devices, also print each device's reasons")
     probe.add_argument("--device", action="append", default=[], metavar="D",
                        help="only these devices or device types (repeatable)")
     _add_registry_arguments(probe)
@@ -75,7 +77,7 @@ def _registry_from(args: argparse.Namespace) -> Any:
 
 
 def command_probe(args: argparse.Namespace) -> int:
-    from pytest_devcaps.reporting import capability_table, describe_identity
+    from pytest_devcaps.reporting import capability_matrix, capability_table, describe_identity
 
     registry = _registry_from(args)
     devices = [i for i in registry.devices
@@ -99,8 +101,13 @@ def command_probe(args: argparse.Namespace) -> int:
     print(f"devcaps: {len(devices)} device(s); {origin}")
     for identity in devices:
         print(describe_identity(identity))
-        for line in capability_table(registry.records(identity.key)):
-            print(line)
+    if len(devices) > 1:  # capability x device, level/source in each cell
+        print("\n".join(capability_matrix(registry, devices)))
+    if len(devices) == 1 or args.verbose:  # level, source and reason per capability
+        for identity in devices:
+            if len(devices) > 1:
+                print(f"\n{identity.key}:")
+            print("\n".join(capability_table(registry.records(identity.key))))
     return 0
 
 

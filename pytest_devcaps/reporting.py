@@ -50,6 +50,21 @@ def capability_table(records: list[CapabilityRecord]) -> list[str]:
     return [f"  {r.capability:<{width}}  {r.level.value:<11} {r.source}: {r.reason}" for r in records]
 
 
+def capability_matrix(registry: Any, devices: list[DeviceIdentity]) -> list[str]:
+    """Capabilities down, devices across; each cell ``level/source`` (reasons: the per-device table)."""
+    names = registry.capability_names
+    cells = {(name, d.key): registry.record(name, d.key) for name in names for d in devices}
+    width = max(len(n) for n in names)
+    col = {d.key: max([len(d.key)] + [len(f"{cells[n, d.key].level.value}/{cells[n, d.key].source}")
+                                      for n in names]) for d in devices}
+    lines = ["  " + " " * width + "  " + "  ".join(f"{d.key:<{col[d.key]}}" for d in devices)]
+    for name in names:
+        row = "  ".join(f"{cells[name, d.key].level.value + '/' + cells[name, d.key].source:<{col[d.key]}}"
+                        for d in devices)
+        lines.append(f"  {name:<{width}}  {row}".rstrip())
+    return lines
+
+
 def header_lines(state: SessionState, *, verbose: bool) -> list[str]:
     registry = state.registry
     meta = registry.meta

@@ -68,3 +68,19 @@ def test_bad_yaml_exits_2_naming_file(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_unknown_device_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["probe", "--device", "tpu"]) == 2
     assert "no device matches tpu" in capsys.readouterr().err
+
+
+def test_capability_matrix_has_a_column_per_device() -> None:
+    from pytest_devcaps.model import CapabilityRecord, DeviceIdentity, Level
+    from pytest_devcaps.registry import CapabilityRegistry
+    from pytest_devcaps.reporting import capability_matrix
+
+    devices = [DeviceIdentity(type="cpu", index=None, vendor="cpu", name="cpu", arch="avx2"),
+               DeviceIdentity(type="acme", index=0, vendor="acme", name="N1", arch="n1")]
+    records = {
+        "cpu": {"dtype.bf16": CapabilityRecord("dtype.bf16", "cpu", Level.EMULATED, "r", "probe")},
+        "acme:0": {"dtype.bf16": CapabilityRecord("dtype.bf16", "acme:0", Level.NATIVE, "r", "vendor-rule")},
+    }
+    lines = capability_matrix(CapabilityRegistry(devices, records, {"dtype.bf16": "bf16"}), devices)
+    assert lines[0].split() == ["cpu", "acme:0"]
+    assert lines[1].split() == ["dtype.bf16", "emulated/probe", "native/vendor-rule"]
