@@ -82,6 +82,10 @@ def _line_loader() -> type[Any]:
         """SafeLoader whose mappings and sequences record source lines and refuse duplicate keys."""
 
         source_name = "<string>"
+        # The errors of the PyYAML module this class was built from (a test harness that
+        # re-imports yaml must not make ``except yaml.YAMLError`` miss them).
+        marked_error = yaml.MarkedYAMLError
+        yaml_error = yaml.YAMLError
 
         def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> LineDict:
             if not isinstance(node, yaml.MappingNode):
@@ -121,18 +125,17 @@ def _line_loader() -> type[Any]:
 
 def parse_yaml(text: str, source: str = "<string>") -> Any:
     """Parse one YAML document; syntax errors become ConfigError with the line."""
-    import yaml
-
-    loader = _line_loader()(text)
+    loader_class = _line_loader()
+    loader = loader_class(text)
     loader.source_name = source
     try:
         return loader.get_single_data()
-    except yaml.MarkedYAMLError as exc:
+    except loader_class.marked_error as exc:
         mark = exc.problem_mark or exc.context_mark
         line = None if mark is None else mark.line + 1
         problem = exc.problem or exc.context or "invalid YAML"
         raise ConfigError(f"YAML syntax error: {problem}", file=source, line=line) from None
-    except yaml.YAMLError as exc:
+    except loader_class.yaml_error as exc:
         raise ConfigError(f"YAML error: {exc}", file=source) from None
     finally:
         loader.dispose()
