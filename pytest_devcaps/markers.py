@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import pytest
 
-from pytest_devcaps.errors import UnknownCapabilityError
-from pytest_devcaps.model import CapabilityRecord, DeviceIdentity, Level
+from pytest_devcaps.model import DeviceIdentity, Level
 
 if TYPE_CHECKING:
     from pytest_devcaps.registry import CapabilityRegistry
@@ -73,10 +72,6 @@ class Evaluation:
     @property
     def reason(self) -> str:
         return "; ".join(m.reason for m in self.missing)
-
-
-def _record_phrase(record: CapabilityRecord) -> str:
-    return f"{record.level.value} ({record.source}: {record.reason})"
 
 
 def _capability_names(mark: pytest.Mark) -> list[str]:
@@ -147,7 +142,7 @@ def evaluate(marks: Sequence[pytest.Mark], registry: CapabilityRegistry, device:
         if not ok:
             what = f"native {capability}" if native else capability
             missing.append(Missing(capability, identity.key, record.level.value, record.source,
-                                   f"requires {what} on {identity.key}: {_record_phrase(record)}"))
+                                   f"requires {what} on {identity.key}: {record.describe()}"))
 
     if dtype is not None:
         capability = DTYPE_CAPABILITIES.get(dtype_name(dtype))
@@ -166,7 +161,7 @@ def evaluate(marks: Sequence[pytest.Mark], registry: CapabilityRegistry, device:
                 required.extend(alternatives)
                 records = [registry.record(name, identity.key) for name in alternatives]
                 if not any((r.level is Level.NATIVE) if native else r.available for r in records):
-                    detail = "; ".join(f"{r.capability} {_record_phrase(r)}" for r in records)
+                    detail = "; ".join(f"{r.capability} {r.describe()}" for r in records)
                     missing.append(Missing("any_of(" + ",".join(alternatives) + ")", identity.key,
                                            "unsupported", "marker",
                                            f"requires any of {', '.join(alternatives)} on "
@@ -211,6 +206,3 @@ def _memory_check(mark: pytest.Mark, identity: DeviceIdentity, required: list[st
                                  f"{identity.key}; the largest allowed is {seen}"))
     return found
 
-
-def unknown_name_message(exc: UnknownCapabilityError, nodeid: str) -> str:
-    return f"{nodeid}: {exc}"

@@ -142,9 +142,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
              if m.name in ("requires_capability", "requires_devices", "requires_memory", "dtypes")]
     try:
         _markers.validate_marks(marks, state.registry)
-    except UnknownCapabilityError as exc:
-        pytest.fail(f"{metafunc.definition.nodeid}: {exc}", pytrace=False)
-    except TypeError as exc:
+    except (UnknownCapabilityError, TypeError) as exc:
         pytest.fail(f"{metafunc.definition.nodeid}: {exc}", pytrace=False)
     if "device" in metafunc.fixturenames and not _user_parametrizes(metafunc, "device"):
         ids = [key.split(":")[0] for key in state.selected]

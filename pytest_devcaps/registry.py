@@ -13,7 +13,7 @@ import functools
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 from pytest_devcaps.errors import ConfigError, UnknownCapabilityError, did_you_mean
 from pytest_devcaps.model import CapabilityRecord, DeviceIdentity, Level, ProbeOutcome
@@ -437,10 +437,3 @@ def device_has(device: str | torch.device, capability: str, *, native: bool = Fa
             raise
         return False
 
-
-def iter_levels(records: Iterable[CapabilityRecord]) -> dict[Level, list[str]]:
-    """Capability names grouped by level (for compact tables)."""
-    grouped: dict[Level, list[str]] = {level: [] for level in Level}
-    for record in records:
-        grouped[record.level].append(record.capability)
-    return grouped
