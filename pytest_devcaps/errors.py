@@ -1,4 +1,4 @@
-"""Errors users can act on."""
+"""Errors users can act on: every error pytest-devcaps raises on purpose is a :class:`DevcapsError`."""
 
 from __future__ import annotations
 
@@ -6,15 +6,15 @@ import difflib
 from typing import Iterable
 
 
-def closest(name: str, candidates: Iterable[str]) -> str | None:
+def closest(name: str, candidates: Iterable[str], *, cutoff: float = 0.6) -> str | None:
     """The closest valid spelling of ``name``, or None when nothing is close."""
-    matches = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    matches = difflib.get_close_matches(name, list(candidates), n=1, cutoff=cutoff)
     return matches[0] if matches else None
 
 
-def did_you_mean(name: str, candidates: Iterable[str]) -> str:
+def did_you_mean(name: str, candidates: Iterable[str], *, cutoff: float = 0.6) -> str:
     """`` (did you mean 'x'?)`` or an empty string."""
-    match = closest(name, candidates)
+    match = closest(name, candidates, cutoff=cutoff)
     return f" (did you mean {match!r}?)" if match else ""
 
 
@@ -53,3 +53,33 @@ class UnknownCapabilityError(DevcapsError, KeyError):
     def __str__(self) -> str:
         hint = f" (did you mean {self.suggestion!r}?)" if self.suggestion else ""
         return f"unknown capability {self.name!r}{hint}"
+
+
+class UnknownDeviceError(DevcapsError, LookupError):
+    """A device the registry has no answers for (not discovered here, not in the profile)."""
+
+    def __init__(self, device: str, known: Iterable[str]) -> None:
+        self.device = device
+        self.known = tuple(known)
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        listed = ", ".join(self.known) or "none"
+        return f"no device {self.device!r} in this registry; devices: {listed}" \
+               f"{did_you_mean(self.device, self.known)}"
+
+
+class MarkerError(DevcapsError):
+    """A devcaps marker or decorator used with arguments it does not take.
+
+    ``marker`` is the marker's name (``requires_memory``); the message says which argument is
+    wrong, what was given and what is expected.
+    """
+
+    def __init__(self, marker: str, message: str) -> None:
+        self.marker = marker
+        self.message = message
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        return f"{self.marker}: {self.message}"

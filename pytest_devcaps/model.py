@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 
@@ -108,12 +108,18 @@ class DeviceIdentity:
         )
 
 
+#: The source of an answer no layer gave: nothing probed or ruled on the capability.
+UNANSWERED_SOURCE = "default"
+
+
 @dataclass(frozen=True)
 class CapabilityRecord:
     """One answer: does ``device`` have ``capability``, how well, why, and who said so.
 
-    ``source`` is one of ``probe``, ``vendor-rule``, ``override:<file>``, ``cli``,
-    ``profile:<name>``, ``hook:<plugin>`` or ``default``.
+    ``source`` is one of ``vendor-rule``, ``probe``, ``profile:<name>``, ``override:<file>``,
+    ``cli``, ``hook:<plugin>``, ``implies`` or ``default`` (nothing answered). ``history`` holds
+    the answers of lower-precedence layers that this one replaced, oldest first, each in
+    :meth:`describe` form, so a report can say what an override or the command line overrode.
     """
 
     capability: str
@@ -121,6 +127,7 @@ class CapabilityRecord:
     level: Level
     reason: str
     source: str
+    history: tuple[str, ...] = ()
 
     @property
     def available(self) -> bool:
@@ -130,14 +137,23 @@ class CapabilityRecord:
         """``unsupported (probe: _scaled_mm raised ...)``: the form skip reasons use."""
         return f"{self.level.value} ({self.source}: {self.reason})"
 
+    def replacing(self, previous: CapabilityRecord) -> CapabilityRecord:
+        """This answer, taking the place of ``previous``, whose provenance it keeps."""
+        if previous.source == UNANSWERED_SOURCE:
+            return replace(self, history=previous.history)
+        return replace(self, history=(*previous.history, previous.describe()))
+
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "capability": self.capability,
             "device": self.device,
             "level": self.level.value,
             "reason": self.reason,
             "source": self.source,
         }
+        if self.history:
+            data["history"] = list(self.history)
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CapabilityRecord:
@@ -146,7 +162,8 @@ class CapabilityRecord:
             device=data["device"],
             level=Level(data["level"]),
             reason=data.get("reason", ""),
-            source=data.get("source", "default"),
+            source=data.get("source", UNANSWERED_SOURCE),
+            history=tuple(data.get("history", ())),
         )
 
 
