@@ -6,8 +6,8 @@ Schema::
     capabilities:
       dtype.bf16:                       # '<category>.<name>', lower snake_case
         description: bfloat16 arithmetic
-        probe: dtype.bf16               # builtin probe name, or null when only rules answer
-        implies: [dtype.fp16]           # optional: if this one is available, these must be too
+        dtypes: [bfloat16]              # optional: torch dtypes this capability gates
+        implies: [dtype.fp16]           # optional: capabilities this one needs (enforced)
     vendors:
       nvidia:                           # DeviceIdentity.vendor, or "*" for every vendor
         dtype.bf16:
@@ -20,7 +20,6 @@ Schema::
 
 from __future__ import annotations
 
-import difflib
 import functools
 import gc
 import hashlib
@@ -30,7 +29,7 @@ import pickle
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence, Union
+from typing import Any, Callable, Iterable, Mapping, Sequence, Union
 
 from pytest_devcaps.config.expressions import Expression, compile_expression
 from pytest_devcaps.config.yamlsource import (
@@ -38,6 +37,7 @@ from pytest_devcaps.config.yamlsource import (
     Where,
     check_capability_name,
     check_document,
+    check_identifier,
     check_keys,
     expect_list,
     expect_mapping,
@@ -58,12 +58,17 @@ _VENDOR_PATTERN = re.compile(r"^[a-z][a-z0-9_\-]*$")
 
 @dataclass(frozen=True)
 class CapabilitySpec:
-    """One declared capability; ``probe`` names the probe that measures it (None: rules only)."""
+    """One declared capability.
+
+    ``dtypes`` are the torch dtype names (``bfloat16``) this capability gates; ``implies`` the
+    capabilities it needs, which the registry enforces. Whether a probe measures it is not said
+    here: a capability is probed when a probe is registered under its name.
+    """
 
     name: str
     description: str
-    probe: str | None
     implies: tuple[str, ...] = ()
+    dtypes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -152,6 +157,30 @@ class Catalogue:
         except (KeyError, TypeError):
             raise UnknownCapabilityError(str(name), self.capabilities) from None
 
+    def capability_for_dtype(self, dtype_name: str) -> str | None:
+        """The capability gating torch dtype ``dtype_name`` (``bfloat16``), None when none does."""
+        return self._dtype_index().get(dtype_name)
+
+    def _dtype_index(self) -> Mapping[str, str]:
+        return {dtype: spec.name for spec in self.capabilities.values() for dtype in spec.dtypes}
+
+    def implication_order(self) -> list[str]:
+        """Capability names, every capability after the ones it implies (they are acyclic)."""
+        ordered: list[str] = []
+        placed: set[str] = set()
+
+        def place(name: str) -> None:
+            if name in placed:
+                return
+            placed.add(name)
+            for target in self.capabilities[name].implies:
+                place(target)
+            ordered.append(name)
+
+        for name in self.names():
+            place(name)
+        return ordered
+
     def rules_for(self, vendor: str, capability: str) -> tuple[VendorRule, ...]:
         """The vendor's rules for ``capability`` followed by the ``"*"`` rules."""
         own = self.rules.get(vendor, {}).get(capability, ())
@@ -179,6 +208,8 @@ class Catalogue:
                 added_specs.append(spec)
         for spec in added_specs:
             _check_implies(spec.name, spec.implies, capabilities, Where("<hook>", None, spec.name))
+        _check_implication_cycles(capabilities, lambda name: Where("<hook>", None, name))
+        _check_dtypes(capabilities, lambda name: Where("<hook>", None, name))
 
         triples = _rule_triples(rules)
         merged = {vendor: dict(by_cap) for vendor, by_cap in self.rules.items()}
@@ -215,7 +246,7 @@ def _rule_triples(rules: RulesInput) -> list[tuple[str, str, VendorRule]]:
 def _describe_additions(specs: Sequence[CapabilitySpec],
                         triples: Sequence[tuple[str, str, VendorRule]]) -> str:
     payload = {
-        "capabilities": [[s.name, s.description, s.probe, list(s.implies)] for s in specs],
+        "capabilities": [[s.name, s.description, list(s.implies), list(s.dtypes)] for s in specs],
         "rules": [[vendor, cap, rule.level.value, rule.reason,
                    None if rule.when is None else rule.when.text]
                   for vendor, cap, rule in triples],
@@ -276,21 +307,58 @@ def capability_key(name: Any, where: Where, known: Mapping[str, Any]) -> str:
 def _parse_capability(name: Any, body: Any, where: Where) -> CapabilitySpec:
     check_capability_name(name, where)
     expect_mapping(body, where)
-    check_keys(body, where, allowed={"description", "probe", "implies"},
-               required={"description", "probe"})
+    check_keys(body, where, allowed={"description", "implies", "dtypes"},
+               required={"description"})
     description = expect_str(body["description"], where.child(body, "description"))
-    probe = body["probe"]
-    if probe is not None:
-        probe = expect_str(probe, where.child(body, "probe"))
-    implies: tuple[str, ...] = ()
-    if "implies" in body:
-        implies_where = where.child(body, "implies")
-        raw = body["implies"]
-        raw_list = [raw] if isinstance(raw, str) else expect_list(raw, implies_where)
-        implies = tuple(expect_str(item, implies_where.child(raw_list, i))
-                        for i, item in enumerate(raw_list))
-    return CapabilitySpec(name=name, description=description.strip(), probe=probe,
-                          implies=implies)
+    implies = _name_list(body, "implies", where)
+    dtypes = _name_list(body, "dtypes", where)
+    for dtype in dtypes:
+        check_identifier(dtype, where.child(body, "dtypes"), "torch dtype name")
+    return CapabilitySpec(name=name, description=description.strip(), implies=implies,
+                          dtypes=dtypes)
+
+
+def _name_list(body: Mapping[str, Any], key: str, where: Where) -> tuple[str, ...]:
+    """An optional ``key: name`` or ``key: [name, ...]`` entry as a tuple of strings."""
+    if key not in body:
+        return ()
+    list_where = where.child(body, key)
+    raw = body[key]
+    raw_list = [raw] if isinstance(raw, str) else expect_list(raw, list_where)
+    return tuple(expect_str(item, list_where.child(raw_list, i)) for i, item in enumerate(raw_list))
+
+
+def _check_dtypes(capabilities: Mapping[str, CapabilitySpec],
+                  where_of: Callable[[str], Where]) -> None:
+    """A torch dtype is gated by one capability at most (the ``dtype`` fixture asks which)."""
+    owner: dict[str, str] = {}
+    for spec in capabilities.values():
+        for dtype in spec.dtypes:
+            if dtype in owner and owner[dtype] != spec.name:
+                raise where_of(spec.name).error(
+                    f"dtype {dtype!r} is already gated by {owner[dtype]!r}; a dtype belongs to "
+                    "one capability at most")
+            owner[dtype] = spec.name
+
+
+def _check_implication_cycles(capabilities: Mapping[str, CapabilitySpec],
+                              where_of: Callable[[str], Where]) -> None:
+    """``implies`` must be acyclic: the registry enforces implications in dependency order."""
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+
+    def visit(name: str, path: list[str]) -> None:
+        if state.get(name) == 2:
+            return
+        if state.get(name) == 1:
+            cycle = path[path.index(name):] + [name]
+            raise where_of(cycle[0]).error("implies forms a cycle: " + " -> ".join(cycle))
+        state[name] = 1
+        for target in capabilities[name].implies:
+            visit(target, [*path, name])
+        state[name] = 2
+
+    for name in capabilities:
+        visit(name, [])
 
 
 def _check_implies(name: str, implies: Sequence[str], known: Mapping[str, Any],
@@ -345,9 +413,13 @@ def parse_catalogue(document: Any, source: str, raw: bytes) -> Catalogue:
     capabilities: dict[str, CapabilitySpec] = {}
     for name, body, where in items(caps_body, caps_where):
         capabilities[name] = _parse_capability(name, body, where)
+    wheres: dict[str, Where] = {}
     for name, body, where in items(caps_body, caps_where):
         _check_implies(name, capabilities[name].implies, capabilities,
                        where.child(body, "implies"))
+        wheres[name] = where
+    _check_implication_cycles(capabilities, wheres.__getitem__)
+    _check_dtypes(capabilities, wheres.__getitem__)
 
     rules: dict[str, dict[str, tuple[VendorRule, ...]]] = {}
     if document.get("vendors") is not None:
@@ -359,9 +431,9 @@ def parse_catalogue(document: Any, source: str, raw: bytes) -> Catalogue:
                 raise vendor_where.error(
                     f"invalid vendor name {vendor!r}; expected a lower-case name such as "
                     "'nvidia' or '*' for every vendor")
-            typo = difflib.get_close_matches(vendor, KNOWN_VENDORS, n=1, cutoff=0.75)
-            if vendor not in KNOWN_VENDORS and vendor != ANY_VENDOR and typo:
-                raise vendor_where.error(f"unknown vendor {vendor!r} (did you mean {typo[0]!r}?); "
+            hint = did_you_mean(vendor, KNOWN_VENDORS, cutoff=0.75)
+            if vendor not in KNOWN_VENDORS and vendor != ANY_VENDOR and hint:
+                raise vendor_where.error(f"unknown vendor {vendor!r}{hint}; "
                                          f"builtin vendors: {', '.join(KNOWN_VENDORS)}")
             expect_mapping(by_cap, vendor_where)
             vendor_rules = rules.setdefault(vendor, {})
@@ -387,7 +459,7 @@ def _shipped_catalogue(path: Path, mtime_ns: int) -> Catalogue:
     return _parsed_with_disk_cache(path)
 
 
-_PICKLE_FORMAT = 2  # bump when the pickled classes change shape
+_PICKLE_FORMAT = 3  # bump when the pickled classes change shape
 
 
 def _loads_without_gc(data: bytes) -> Any:
@@ -408,7 +480,7 @@ def _parsed_with_disk_cache(path: Path) -> Catalogue:
     Every session parses the catalogue; validating 500 lines of YAML costs ~100 ms, reading the
     pickle ~1 ms. A missing, stale or unreadable pickle only means parsing again.
     """
-    from pytest_devcaps import __version__
+    from pytest_devcaps.version import __version__
     from pytest_devcaps.cache import default_cache_dir, write_atomic_bytes
 
     raw = path.read_bytes()

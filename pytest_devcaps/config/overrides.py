@@ -30,15 +30,13 @@ from pytest_devcaps.config.yamlsource import (
     check_keys,
     expect_list,
     expect_mapping,
+    expect_scalars,
     expect_str,
     items,
     line_of,
     read_yaml_file,
-    type_name,
 )
 from pytest_devcaps.model import DeviceIdentity
-
-_SCALARS = (str, int, float, bool, type(None))
 
 
 @dataclass(frozen=True)
@@ -73,13 +71,9 @@ def parse_match(value: Any, where: Where) -> Mapping[str, tuple[Any, ...]]:
     parsed: dict[str, tuple[Any, ...]] = {}
     for name, accepted, fact_where in items(value, where):
         check_identifier(name, fact_where)
-        options = list(accepted) if isinstance(accepted, list) else [accepted]
+        options = expect_scalars(accepted, fact_where)
         if not options:
             raise fact_where.error("expected a value or a non-empty list of values")
-        for option in options:
-            if not isinstance(option, _SCALARS):
-                raise fact_where.error(
-                    f"expected a scalar or a list of scalars, found {type_name(option)}")
         parsed[name] = tuple(options)
     return FrozenMap(parsed)
 

@@ -36,11 +36,11 @@ from pytest_devcaps.config.yamlsource import (
     expect_list,
     expect_mapping,
     expect_number,
+    expect_scalars,
     expect_str,
     items,
     line_of,
     read_yaml_file,
-    type_name,
 )
 from pytest_devcaps.errors import ConfigError, did_you_mean
 from pytest_devcaps.model import DeviceIdentity
@@ -51,7 +51,6 @@ _DEVICE_KEYS = {"type", "index", "vendor", "name", "arch", "memory_gib", "memory
 # Facts that DeviceIdentity.rule_facts() derives from the named fields; set those fields instead.
 _COMMON_FACTS = {"type", "index", "vendor", "name", "arch", "memory_bytes", "memory_gib", "count",
                  "torch_version", "runtime_version", "driver_version"}
-_SCALARS = (str, int, float, bool, type(None))
 
 
 @dataclass(frozen=True)
@@ -94,12 +93,8 @@ def _parse_facts(value: Any, where: Where) -> dict[str, Any]:
         if name in _COMMON_FACTS:
             raise fact_where.error(f"{name!r} is a device field; set it next to 'type', "
                                    "not under 'facts'")
-        values = fact if isinstance(fact, list) else [fact]
-        for item in values:
-            if not isinstance(item, _SCALARS):
-                raise fact_where.error(
-                    f"expected a scalar or a list of scalars, found {type_name(item)}")
-        facts[name] = list(fact) if isinstance(fact, list) else fact
+        values = expect_scalars(fact, fact_where)
+        facts[name] = values if isinstance(fact, list) else fact
     return facts
 
 

@@ -234,6 +234,18 @@ def expect_int(value: Any, where: Where, *, minimum: int | None = None) -> int:
     return value
 
 
+SCALAR_TYPES = (str, int, float, bool, type(None))
+
+
+def expect_scalars(value: Any, where: Where) -> list[Any]:
+    """A scalar or a list of scalars (a fact's value, ``match:`` alternatives), as a list."""
+    values = list(value) if isinstance(value, list) else [value]
+    for item in values:
+        if not isinstance(item, SCALAR_TYPES):
+            raise where.error(f"expected a scalar or a list of scalars, found {type_name(item)}")
+    return values
+
+
 def expect_number(value: Any, where: Where) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise where.error(f"expected a number, found {type_name(value)}")

@@ -37,14 +37,29 @@ def test_shipped_names_probes_and_implications_are_well_formed(catalogue: Catalo
     for name, spec in catalogue.capabilities.items():
         assert re.fullmatch(r"[a-z][a-z0-9_]*\.[a-z0-9][a-z0-9_]*", name)
         assert spec.name == name and spec.description
-        # A builtin probe is named exactly like the capability it serves.
-        assert spec.probe in (None, name)
         assert all(target in catalogue.capabilities for target in spec.implies)
     from pytest_devcaps.probes import builtin_probes
 
-    # Every shipped probe name exists among the builtin probes (importing them is torch-free).
-    assert {spec.probe for spec in catalogue.capabilities.values()} - {None} <= set(builtin_probes())
+    # A builtin probe is registered under the capability it measures (importing them is torch-free).
+    assert set(builtin_probes()) <= set(catalogue.capabilities)
     assert "mm.scaled" in catalogue.capabilities["mm.scaled_rowwise"].implies
+    order = catalogue.implication_order()
+    assert sorted(order) == catalogue.names()
+    for name in order:  # every capability comes after what it implies
+        assert all(order.index(target) < order.index(name)
+                   for target in catalogue.capabilities[name].implies)
+
+
+def test_shipped_dtypes_are_torch_dtypes_gated_once(catalogue: Catalogue) -> None:
+    import torch
+
+    gated = [dtype for spec in catalogue.capabilities.values() for dtype in spec.dtypes]
+    assert len(gated) == len(set(gated))
+    for dtype in gated:
+        assert isinstance(getattr(torch, dtype, None), torch.dtype), dtype
+    assert catalogue.capability_for_dtype("bfloat16") == "dtype.bf16"
+    assert catalogue.capability_for_dtype("complex128") == "dtype.fp64"
+    assert catalogue.capability_for_dtype("float32") is None  # every device computes fp32
 
 
 def test_every_shipped_rule_reason_names_what_was_found(catalogue: Catalogue) -> None:
@@ -91,7 +106,7 @@ def _device(vendor: str = "openreg", **facts: object) -> DeviceIdentity:
 
 
 def test_with_capabilities_adds_specs_and_rules(catalogue: Catalogue) -> None:
-    spec = CapabilitySpec("openreg.fancy_op", "a vendor op", probe=None, implies=("dtype.bf16",))
+    spec = CapabilitySpec("openreg.fancy_op", "a vendor op", implies=("dtype.bf16",))
     rules = {"openreg": {
         "openreg.fancy_op": (VendorRule(Level.NATIVE, "v1 has it; found {arch}"),),
         "dtype.bf16": (VendorRule(Level.EMULATED, "no bf16 units on {arch}",
@@ -120,11 +135,11 @@ def test_with_capabilities_refuses_conflicts_and_bad_names(catalogue: Catalogue)
     same = catalogue.capabilities["dtype.bf16"]
     assert catalogue.with_capabilities([same]).capabilities["dtype.bf16"] == same
     with pytest.raises(ConfigError, match="already declared"):
-        catalogue.with_capabilities([CapabilitySpec("dtype.bf16", "other", probe=None)])
+        catalogue.with_capabilities([CapabilitySpec("dtype.bf16", "other")])
     with pytest.raises(ConfigError, match="invalid capability name"):
-        catalogue.with_capabilities([CapabilitySpec("FancyOp", "x", probe=None)])
+        catalogue.with_capabilities([CapabilitySpec("FancyOp", "x")])
     with pytest.raises(ConfigError, match="did you mean 'dtype.bf16'"):
-        catalogue.with_capabilities([CapabilitySpec("vendor.op", "x", None, ("dtype.bf61",))])
+        catalogue.with_capabilities([CapabilitySpec("vendor.op", "x", ("dtype.bf61",))])
     with pytest.raises(ConfigError, match="unknown capability 'dtype.bf61'"):
         catalogue.with_capabilities([], [("x", "dtype.bf61", VendorRule(Level.NATIVE, "r"))])
 
@@ -144,7 +159,7 @@ def test_catalogue_is_hashable_and_compared_by_content(catalogue: Catalogue) -> 
     assert catalogue.digest == hashlib.sha256(raw).hexdigest()
     same = load_catalogue(catalogue.source)
     assert same == catalogue and hash(same) == hash(catalogue)
-    extended = catalogue.with_capabilities([CapabilitySpec("vendor.op", "x", None)])
+    extended = catalogue.with_capabilities([CapabilitySpec("vendor.op", "x")])
     assert extended != catalogue and extended.digest != catalogue.digest
     # Adding nothing changes nothing.
     assert catalogue.with_capabilities([]).digest == catalogue.digest

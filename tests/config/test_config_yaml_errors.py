@@ -18,10 +18,9 @@ devcaps: 1
 capabilities:
   dtype.bf16:
     description: bf16
-    probe: dtype.bf16
+    dtypes: [bfloat16]
   mm.scaled:
     description: scaled mm
-    probe: null
     implies: [dtype.bf16]
 """
 
@@ -57,51 +56,59 @@ def test_line_dict_records_lines() -> None:
         ("devcaps: 1\ncapabilites: {}\n", 2, "capabilites",
          ["unknown key 'capabilites'", "did you mean 'capabilities'"]),
         ("devcaps: 1\nvendors: {}\n", 1, None, ["missing required key 'capabilities'"]),
-        (CATALOGUE_HEAD + "  dtype.fp16:\n    descripton: x\n    probe: null\n", 11,
+        (CATALOGUE_HEAD + "  dtype.fp16:\n    descripton: x\n", 10,
          "capabilities.dtype.fp16.descripton", ["did you mean 'description'"]),
-        (CATALOGUE_HEAD + "  dtype.fp16:\n    description: x\n", 10, "capabilities.dtype.fp16",
-         ["missing required key 'probe'"]),
-        (CATALOGUE_HEAD + "  Dtype.FP16:\n    description: x\n    probe: null\n", 10,
+        (CATALOGUE_HEAD + "  dtype.fp16:\n    description: x\n    probe: dtype.fp16\n", 11,
+         "capabilities.dtype.fp16.probe",
+         ["unknown key 'probe'", "valid keys: description, dtypes, implies"]),
+        (CATALOGUE_HEAD + "  dtype.fp16:\n    description: x\n    dtypes: [float16, bfloat16]\n", 9,
+         "capabilities.dtype.fp16", ["dtype 'bfloat16' is already gated by 'dtype.bf16'"]),
+        (CATALOGUE_HEAD + "  dtype.fp16:\n    description: x\n    dtypes: [torch.float16]\n", 11,
+         "capabilities.dtype.fp16.dtypes", ["invalid torch dtype name"]),
+        (CATALOGUE_HEAD + "  dtype.fp16:\n    description: x\n    implies: [dtype.fp8]\n"
+         "  dtype.fp8:\n    description: y\n    implies: [dtype.fp16]\n", 9,
+         "capabilities.dtype.fp16", ["implies forms a cycle: dtype.fp16 -> dtype.fp8 -> dtype.fp16"]),
+        (CATALOGUE_HEAD + "  Dtype.FP16:\n    description: x\n", 9,
          "capabilities.Dtype.FP16", ["invalid capability name", "<category>.<name>"]),
-        (CATALOGUE_HEAD + "  fp16:\n    description: x\n    probe: null\n", 10,
+        (CATALOGUE_HEAD + "  fp16:\n    description: x\n", 9,
          "capabilities.fp16", ["invalid capability name"]),
-        (CATALOGUE_HEAD + "  dtype.fp16:\n    description: [x]\n    probe: null\n", 11,
+        (CATALOGUE_HEAD + "  dtype.fp16:\n    description: [x]\n", 10,
          "capabilities.dtype.fp16.description", ["expected a string, found a list"]),
-        (CATALOGUE_HEAD + "  dtype.fp16:\n    description: x\n    probe: null\n"
-         "    implies: [dtype.bf61]\n", 13, "capabilities.dtype.fp16.implies",
+        (CATALOGUE_HEAD + "  dtype.fp16:\n    description: x\n"
+         "    implies: [dtype.bf61]\n", 11, "capabilities.dtype.fp16.implies",
          ["unknown capability 'dtype.bf61'", "did you mean 'dtype.bf16'"]),
-        (CATALOGUE_HEAD + "  dtype.bf16:\n    description: again\n    probe: null\n", 10,
+        (CATALOGUE_HEAD + "  dtype.bf16:\n    description: again\n", 9,
          "dtype.bf16", ["duplicate key", "line 3"]),
         (CATALOGUE_HEAD + "vendors:\n  nvidia:\n    dtype.bf61:\n      - level: native\n"
-         "        reason: r\n", 12, "vendors.nvidia.dtype.bf61",
+         "        reason: r\n", 11, "vendors.nvidia.dtype.bf61",
          ["unknown capability 'dtype.bf61'", "did you mean 'dtype.bf16'"]),
         (CATALOGUE_HEAD + "vendors:\n  nvidia:\n    dtype.bf16:\n      - level: nativ\n"
-         "        reason: r\n", 13, "vendors.nvidia.dtype.bf16[0].level",
+         "        reason: r\n", 12, "vendors.nvidia.dtype.bf16[0].level",
          ["invalid level 'nativ'", "native, emulated, unsupported, unknown"]),
         (CATALOGUE_HEAD + "vendors:\n  nvidia:\n    dtype.bf16:\n      - level: 3\n"
-         "        reason: r\n", 13, "vendors.nvidia.dtype.bf16[0].level",
+         "        reason: r\n", 12, "vendors.nvidia.dtype.bf16[0].level",
          ["expected a level (native, emulated, unsupported, unknown)"]),
         (CATALOGUE_HEAD + "vendors:\n  nvidia:\n    dtype.bf16:\n      - level: native\n"
-         "        reasn: r\n", 14, "vendors.nvidia.dtype.bf16[0].reasn",
+         "        reasn: r\n", 13, "vendors.nvidia.dtype.bf16[0].reasn",
          ["unknown key 'reasn'", "did you mean 'reason'"]),
         (CATALOGUE_HEAD + "vendors:\n  nvidia:\n    dtype.bf16:\n      - level: native\n",
-         13, "vendors.nvidia.dtype.bf16[0]", ["missing required key 'reason'"]),
+         12, "vendors.nvidia.dtype.bf16[0]", ["missing required key 'reason'"]),
         (CATALOGUE_HEAD + "vendors:\n  nvidia:\n    dtype.bf16:\n"
          "      - when: \"arch.startswith('sm')\"\n        level: native\n        reason: r\n",
-         13, "vendors.nvidia.dtype.bf16[0].when", ["function call", "arch.startswith('sm')"]),
+         12, "vendors.nvidia.dtype.bf16[0].when", ["function call", "arch.startswith('sm')"]),
         (CATALOGUE_HEAD + "vendors:\n  nvidia:\n    dtype.bf16:\n"
          "      - when: \"sm >=\"\n        level: native\n        reason: r\n",
-         13, "vendors.nvidia.dtype.bf16[0].when", ["invalid rule expression"]),
+         12, "vendors.nvidia.dtype.bf16[0].when", ["invalid rule expression"]),
         (CATALOGUE_HEAD + "vendors:\n  nvidia:\n    dtype.bf16:\n"
          "      - level: native\n        reason: r\n      - level: emulated\n        reason: r\n",
-         15, "vendors.nvidia.dtype.bf16[1]", ["can never apply", "line 13"]),
-        (CATALOGUE_HEAD + "vendors:\n  nvidia:\n    dtype.bf16: []\n", 12,
+         14, "vendors.nvidia.dtype.bf16[1]", ["can never apply", "line 12"]),
+        (CATALOGUE_HEAD + "vendors:\n  nvidia:\n    dtype.bf16: []\n", 11,
          "vendors.nvidia.dtype.bf16", ["at least one rule"]),
-        (CATALOGUE_HEAD + "vendors:\n  nvidia:\n    dtype.bf16: native\n", 12,
+        (CATALOGUE_HEAD + "vendors:\n  nvidia:\n    dtype.bf16: native\n", 11,
          "vendors.nvidia.dtype.bf16", ["expected a list, found a string"]),
-        (CATALOGUE_HEAD + "vendors:\n  NVIDIA Corp:\n    dtype.bf16: []\n", 11,
+        (CATALOGUE_HEAD + "vendors:\n  NVIDIA Corp:\n    dtype.bf16: []\n", 10,
          "vendors.NVIDIA Corp", ["invalid vendor name"]),
-        (CATALOGUE_HEAD + "vendors:\n  nvida:\n    dtype.bf16: []\n", 11,
+        (CATALOGUE_HEAD + "vendors:\n  nvida:\n    dtype.bf16: []\n", 10,
          "vendors.nvida", ["unknown vendor 'nvida'", "did you mean 'nvidia'"]),
     ],
 )
