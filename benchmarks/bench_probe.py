@@ -20,8 +20,8 @@ import time
 t = time.perf_counter()
 import torch
 t_torch = time.perf_counter()
-from pytest_devcaps.registry import CapabilityRegistry, RegistryOptions
-registry = CapabilityRegistry.build(RegistryOptions())
+from pytest_devcaps.registry import RegistryOptions, build_registry
+registry = build_registry(RegistryOptions())
 records = list(registry)
 t_end = time.perf_counter()
 assert records

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pytest_devcaps.model import CapabilityRecord, DeviceIdentity, Level, ProbeOutcome
+from pytest_devcaps.version import __version__
 
 if TYPE_CHECKING:
     from pytest_devcaps.registry import CapabilityRegistry, DeviceCapabilities
@@ -23,7 +24,6 @@ __all__ = [
     "ProbeOutcome",
     "__version__",
 ]
-__version__ = "0.1.0"
 
 PLUGIN_NAME = "devcaps"
 

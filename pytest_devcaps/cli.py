@@ -64,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _registry_from(args: argparse.Namespace) -> Any:
-    from pytest_devcaps.registry import CapabilityRegistry, CapabilitySetting, RegistryOptions
+    from pytest_devcaps.registry import CapabilitySetting, RegistryOptions, build_registry
 
     options = RegistryOptions(
         overrides=tuple(args.overrides),
@@ -73,7 +73,7 @@ def _registry_from(args: argparse.Namespace) -> Any:
         reprobe=args.reprobe,
         probe_timeout=args.probe_timeout,
     )
-    return CapabilityRegistry.build(options, hook=_plugin_hooks())
+    return build_registry(options, hook=_plugin_hooks())
 
 
 def command_probe(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_devcaps.errors import UnknownDeviceError
 from pytest_devcaps.state import session_state
 
 if TYPE_CHECKING:
@@ -23,7 +24,7 @@ def item_device(item: pytest.Item) -> str:
     if callspec is not None and "device" in callspec.params:
         try:
             return state.registry.identity(str(callspec.params["device"])).key
-        except KeyError:  # an empty parameter set, or a parameter that is not a device here
+        except UnknownDeviceError:  # an empty parameter set, or a parameter not a device here
             pass
     return state.primary_device
 
@@ -74,7 +75,7 @@ def dist_backend(device: torch.device, request: pytest.FixtureRequest) -> str:
         pytest.skip(f"requires a distributed backend for {device}: {exc}")
     registry = session_state(request.config).registry
     capability = f"dist.{backend}"
-    if capability in registry.descriptions:
+    if capability in registry.catalogue:
         record = registry.record(capability, str(device))
         if not record.available:
             pytest.skip(f"requires {capability} on {device}: {record.describe()}")

@@ -58,11 +58,13 @@ def pytest_devcaps_register_backends(registrar: BackendRegistrar) -> None:
 def pytest_devcaps_register_capabilities(registrar: CapabilityRegistrar) -> None:
     """Add capabilities, their probes, and vendor rules.
 
-    :param registrar: ``registrar.capability(name, description, probe=None)`` adds a catalogue
-        entry; ``registrar.probe(name, function, isolated=True)`` adds a probe (a module-level
-        ``function(device: str) -> ProbeOutcome``; isolated probes run in a child process, so
-        the function must be importable there); ``registrar.rule(vendor, capability, level,
-        reason, when=None)`` adds a vendor rule (``when`` is a safe expression over device facts).
+    :param registrar: ``registrar.capability(name, description, implies=(), dtypes=())`` adds
+        a catalogue entry; ``registrar.probe(capability, function, isolated=True)`` adds the
+        probe that measures ``capability`` (a module-level ``function(device: str) ->
+        ProbeOutcome``; isolated probes run in a child process, so the function must be
+        importable there); ``registrar.rule(vendor, capability, level, reason, when=None)`` adds
+        a vendor rule (``when`` is a safe expression over device facts). A probe or rule for a
+        capability nobody declared is an error naming the closest declared one.
 
     Example ``conftest.py``::
 
@@ -76,7 +78,7 @@ def pytest_devcaps_register_capabilities(registrar: CapabilityRegistrar) -> None
 
         @pytest.hookimpl(optionalhook=True)
         def pytest_devcaps_register_capabilities(registrar):
-            registrar.capability("acme.sparse", "Acme sparse tensors", probe="acme.sparse")
+            registrar.capability("acme.sparse", "Acme sparse tensors")
             registrar.probe("acme.sparse", probe_acme_sparse, isolated=False)
             registrar.rule("acme", "acme.sparse", "native", "Acme N1 has sparse units",
                            when="generation >= 1")

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Literal, Sequence
 
 import pytest
 
+from pytest_devcaps.errors import MarkerError
 from pytest_devcaps.model import DeviceIdentity, Level
 
 if TYPE_CHECKING:
@@ -23,38 +24,32 @@ MARKER_LINES = (
     "capability as reason.",
 )
 
-# torch dtype name -> the capability that gates it (float32 and integer types need none).
-DTYPE_CAPABILITIES = {
-    "float64": "dtype.fp64",
-    "complex128": "dtype.fp64",
-    "float16": "dtype.fp16",
-    "complex32": "dtype.fp16",
-    "bfloat16": "dtype.bf16",
-    "float8_e4m3fn": "dtype.fp8_e4m3fn",
-    "float8_e5m2": "dtype.fp8_e5m2",
-    "float8_e4m3fnuz": "dtype.fp8_e4m3fnuz",
-    "float8_e5m2fnuz": "dtype.fp8_e5m2fnuz",
-}
-
-
 def dtype_name(dtype: Any) -> str:
     """``torch.bfloat16`` -> ``bfloat16`` (works on anything whose str is ``torch.<name>``)."""
     return str(dtype).rsplit(".", 1)[-1]
 
 
+MissingKind = Literal["capability", "any_of", "dtype", "devices", "memory"]
+
+
 @dataclass(frozen=True)
 class Missing:
-    """One unmet requirement: the key reports group by, and the sentence a user reads."""
+    """One unmet requirement: the key reports group by, and the sentence a user reads.
 
+    ``kind`` says what ``found`` is: a capability level (``capability``, ``any_of``, ``dtype``),
+    a device count (``devices``) or a size (``memory``). ``source`` says who gave that answer.
+    """
+
+    kind: MissingKind
     key: str
     device: str
-    level: str
+    found: str
     source: str
     reason: str
 
     def to_dict(self) -> dict[str, str]:
-        return {"requirement": self.key, "device": self.device, "level": self.level,
-                "source": self.source, "reason": self.reason}
+        return {"kind": self.kind, "requirement": self.key, "device": self.device,
+                "found": self.found, "source": self.source, "reason": self.reason}
 
 
 @dataclass(frozen=True)
@@ -82,7 +77,7 @@ def _capability_names(mark: pytest.Mark) -> list[str]:
         elif isinstance(arg, (list, tuple)):
             names.extend(arg)
         else:
-            raise TypeError(f"requires_capability takes capability names, got {arg!r}")
+            raise MarkerError("requires_capability", f"takes capability names, got {arg!r}")
     return names
 
 
@@ -92,15 +87,15 @@ def validate_marks(marks: Iterable[pytest.Mark], registry: CapabilityRegistry) -
         if mark.name == "requires_capability":
             unknown = set(mark.kwargs) - {"any_of", "native"}
             if unknown:
-                raise TypeError(f"requires_capability got unexpected keyword(s) {sorted(unknown)}; "
-                                "expected any_of=, native=")
+                raise MarkerError("requires_capability", f"unexpected keyword(s) {sorted(unknown)}; "
+                                  "expected any_of=, native=")
             for name in _capability_names(mark) + list(mark.kwargs.get("any_of") or ()):
                 registry.check_name(name)
             if not _capability_names(mark) and not mark.kwargs.get("any_of"):
-                raise TypeError("requires_capability needs at least one capability name")
+                raise MarkerError("requires_capability", "needs at least one capability name")
         elif mark.name == "requires_devices":
             if len(mark.args) != 1 or not isinstance(mark.args[0], int) or mark.args[0] < 1:
-                raise TypeError(f"requires_devices takes one positive int, got {mark.args!r}")
+                raise MarkerError("requires_devices", f"takes one positive int, got {mark.args!r}")
         elif mark.name == "requires_memory":
             parse_size(mark.args[0] if mark.args else None)
             if mark.kwargs.get("per_allocation") is not None:
@@ -118,7 +113,8 @@ def parse_size(value: Any) -> int:
         return value
     match = _SIZE.match(str(value)) if isinstance(value, str) else None
     if not match:
-        raise TypeError(f"requires_memory takes a size like '24GiB' or a byte count, got {value!r}")
+        raise MarkerError("requires_memory",
+                          f"takes a size like '24GiB' or a byte count, got {value!r}")
     return int(float(match.group(1)) * _UNITS[(match.group(2) or "B").lower()])
 
 
@@ -136,19 +132,20 @@ def evaluate(marks: Sequence[pytest.Mark], registry: CapabilityRegistry, device:
     required: list[str] = []
     missing: list[Missing] = []
 
-    def need(capability: str, *, native: bool) -> None:
+    def need(capability: str, *, native: bool, kind: MissingKind = "capability") -> None:
         record = registry.record(capability, identity.key)
         ok = record.level is Level.NATIVE if native else record.level.available
         if not ok:
             what = f"native {capability}" if native else capability
-            missing.append(Missing(capability, identity.key, record.level.value, record.source,
+            missing.append(Missing(kind, capability, identity.key, record.level.value,
+                                   record.source,
                                    f"requires {what} on {identity.key}: {record.describe()}"))
 
     if dtype is not None:
-        capability = DTYPE_CAPABILITIES.get(dtype_name(dtype))
+        capability = registry.capability_for_dtype(dtype_name(dtype))
         if capability:
             required.append(capability)
-            need(capability, native=False)
+            need(capability, native=False, kind="dtype")
 
     for mark in marks:
         if mark.name == "requires_capability":
@@ -162,16 +159,16 @@ def evaluate(marks: Sequence[pytest.Mark], registry: CapabilityRegistry, device:
                 records = [registry.record(name, identity.key) for name in alternatives]
                 if not any((r.level is Level.NATIVE) if native else r.available for r in records):
                     detail = "; ".join(f"{r.capability} {r.describe()}" for r in records)
-                    missing.append(Missing("any_of(" + ",".join(alternatives) + ")", identity.key,
-                                           "unsupported", "marker",
+                    missing.append(Missing("any_of", "any_of(" + ",".join(alternatives) + ")",
+                                           identity.key, "none available", "marker",
                                            f"requires any of {', '.join(alternatives)} on "
                                            f"{identity.key}: {detail}"))
         elif mark.name == "requires_devices":
             wanted = int(mark.args[0])
             required.append(f"devices>={wanted}")
             if identity.count < wanted:
-                missing.append(Missing(f"devices>={wanted}", identity.type, str(identity.count),
-                                       "discovery",
+                missing.append(Missing("devices", f"devices>={wanted}", identity.type,
+                                       str(identity.count), "discovery",
                                        f"requires {wanted} {identity.type} devices; found {identity.count}"))
         elif mark.name == "requires_memory":
             missing.extend(_memory_check(mark, identity, required))
@@ -186,7 +183,7 @@ def _memory_check(mark: pytest.Mark, identity: DeviceIdentity, required: list[st
     have = identity.memory_bytes
     if have is None or have < total:
         seen = "unknown" if have is None else _format_size(have)
-        found.append(Missing(key, identity.key, seen, "discovery",
+        found.append(Missing("memory", key, identity.key, seen, "discovery",
                              f"requires {_format_size(total)} memory on {identity.key}; found {seen}"))
     per_allocation = mark.kwargs.get("per_allocation")
     if per_allocation is not None:
@@ -201,7 +198,7 @@ def _memory_check(mark: pytest.Mark, identity: DeviceIdentity, required: list[st
         required.append(akey)
         if cap is None or cap < wanted:
             seen = "unknown" if cap is None else _format_size(int(cap))
-            found.append(Missing(akey, identity.key, seen, "discovery",
+            found.append(Missing("memory", akey, identity.key, seen, "discovery",
                                  f"requires a single {_format_size(wanted)} allocation on "
                                  f"{identity.key}; the largest allowed is {seen}"))
     return found

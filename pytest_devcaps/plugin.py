@@ -8,7 +8,7 @@ from typing import Any, Generator
 import pytest
 
 from pytest_devcaps import markers as _markers
-from pytest_devcaps.errors import ConfigError, DevcapsError, UnknownCapabilityError, did_you_mean
+from pytest_devcaps.errors import ConfigError, DevcapsError, did_you_mean
 from pytest_devcaps.fixtures import (  # noqa: F401  (fixtures are found by name on this module)
     devcaps,
     device,
@@ -41,12 +41,14 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         settings = resolve_settings(config)
         workerinput = getattr(config, "workerinput", None)
-        from pytest_devcaps.registry import CapabilityRegistry, install_default_registry
+        from pytest_devcaps.library import install_default_registry
+        from pytest_devcaps.registry import CapabilityRegistry, build_registry, catalogue_with_hooks
 
         if workerinput is not None and WORKERINPUT_KEY in workerinput:
-            registry = CapabilityRegistry.from_snapshot(workerinput[WORKERINPUT_KEY])
+            catalogue, _ = catalogue_with_hooks(config.hook)
+            registry = CapabilityRegistry.from_snapshot(workerinput[WORKERINPUT_KEY], catalogue)
         else:
-            registry = CapabilityRegistry.build(settings.registry_options(), hook=config.hook)
+            registry = build_registry(settings.registry_options(), hook=config.hook)
         selected = select_devices(registry, settings, workerinput)
     except DevcapsError as exc:
         raise pytest.UsageError(f"pytest-devcaps: {exc}") from None
@@ -89,7 +91,7 @@ def _register_optional_plugins(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     if STATE_KEY in config.stash:
-        from pytest_devcaps.registry import uninstall_default_registry
+        from pytest_devcaps.library import uninstall_default_registry
 
         uninstall_default_registry(config.stash[STATE_KEY].registry)
 
@@ -140,10 +142,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     state = session_state(metafunc.config)
     marks = [m for m in metafunc.definition.iter_markers()
              if m.name in ("requires_capability", "requires_devices", "requires_memory", "dtypes")]
+    problem = None
     try:
         _markers.validate_marks(marks, state.registry)
-    except (UnknownCapabilityError, TypeError) as exc:
-        pytest.fail(f"{metafunc.definition.nodeid}: {exc}", pytrace=False)
+    except DevcapsError as exc:
+        problem = str(exc)
+    if problem is not None:  # failing outside the handler keeps the exception chain out
+        pytest.fail(f"{metafunc.definition.nodeid}: {problem}", pytrace=False)
     if "device" in metafunc.fixturenames and not _user_parametrizes(metafunc, "device"):
         ids = [key.split(":")[0] for key in state.selected]
         metafunc.parametrize("device", state.selected, ids=ids, indirect=True)

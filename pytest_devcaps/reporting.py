@@ -84,6 +84,13 @@ def header_lines(state: SessionState, *, verbose: bool) -> list[str]:
     return lines
 
 
+def found_phrase(missing: dict[str, str]) -> str:
+    """What a test found instead of what it required, phrased for the kind of requirement."""
+    if missing.get("kind") in ("devices", "memory"):
+        return f"found {missing['found']} ({missing['source']})"
+    return f"{missing['found']} ({missing['source']})"
+
+
 def _missing_of(report: pytest.TestReport) -> list[dict[str, str]]:
     data = report.__dict__.get("devcaps")
     return list(data.get("missing", ())) if isinstance(data, dict) else []
@@ -115,8 +122,7 @@ class ReportingPlugin:
         groups: Counter[tuple[str, str, str]] = Counter()
         for report in terminalreporter.stats.get("skipped", []):
             for missing in _missing_of(report):
-                groups[(missing["requirement"], missing["device"],
-                        f"{missing['level']} ({missing['source']})")] += 1
+                groups[(missing["requirement"], missing["device"], found_phrase(missing))] += 1
         if not groups:
             return
         total = sum(1 for r in terminalreporter.stats.get("skipped", []) if _missing_of(r))
@@ -170,7 +176,7 @@ def write_plan(tr: Any, state: SessionState, plan: list[dict[str, Any]]) -> None
     by_cap: Counter[str] = Counter()
     for entry in skips:
         for missing in entry.get("missing", []):
-            by_cap[f"{missing['requirement']} on {missing['device']}: {missing['level']}"] += 1
+            by_cap[f"{missing['requirement']} on {missing['device']}: {missing['found']}"] += 1
     for entry in plan:
         if entry["outcome"] == "would-skip":
             reasons = "; ".join(m["reason"] for m in entry["missing"])

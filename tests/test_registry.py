@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
-from pytest_devcaps.config import RuleVerdict
-from pytest_devcaps.errors import ConfigError, UnknownCapabilityError
-from pytest_devcaps.model import Level, ProbeOutcome
+from pytest_devcaps.config import CapabilitySpec, RuleVerdict
+from pytest_devcaps.errors import ConfigError, UnknownCapabilityError, UnknownDeviceError
+from pytest_devcaps.model import CapabilityRecord, Level, ProbeOutcome
 from pytest_devcaps.registry import (
     CapabilityRegistrar,
     CapabilityRegistry,
     CapabilitySetting,
     RegistryOptions,
+    build_registry,
     merge_answer,
 )
 
@@ -59,12 +61,12 @@ def test_capability_setting_parse() -> None:
 
 
 def _build(tmp_path: Path, **kwargs: object) -> CapabilityRegistry:
-    return CapabilityRegistry.build(RegistryOptions(cache_dir=tmp_path / "cache", **kwargs))  # type: ignore[arg-type]
+    return build_registry(RegistryOptions(cache_dir=tmp_path / "cache", **kwargs))  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")
 def real_registry(tmp_path_factory: pytest.TempPathFactory) -> CapabilityRegistry:
-    return CapabilityRegistry.build(RegistryOptions(cache_dir=tmp_path_factory.mktemp("cache")))
+    return build_registry(RegistryOptions(cache_dir=tmp_path_factory.mktemp("cache")))
 
 
 def test_cpu_answers_come_from_probes_and_rules(real_registry: CapabilityRegistry) -> None:
@@ -87,7 +89,7 @@ def test_unknown_capability_lookup_suggests(real_registry: CapabilityRegistry) -
 
 
 def test_unknown_device_lookup(real_registry: CapabilityRegistry) -> None:
-    with pytest.raises(KeyError, match="no device 'cpuu'"):
+    with pytest.raises(UnknownDeviceError, match="no device 'cpuu'.*did you mean 'cpu'"):
         real_registry.record("dtype.bf16", "cpuu")
 
 
@@ -95,7 +97,7 @@ def test_snapshot_round_trip_is_plain_data(real_registry: CapabilityRegistry) ->
     import json
 
     snapshot = real_registry.to_snapshot()
-    clone = CapabilityRegistry.from_snapshot(json.loads(json.dumps(snapshot)))
+    clone = CapabilityRegistry.from_snapshot(json.loads(json.dumps(snapshot)), real_registry.catalogue)
     assert list(clone) == list(real_registry)
     assert clone.devices == real_registry.devices
 
@@ -128,7 +130,7 @@ class _Hooks:
         self.description = description
 
     def pytest_devcaps_register_capabilities(self, registrar: CapabilityRegistrar) -> None:
-        registrar.capability("test.counted", self.description, probe="test.counted")
+        registrar.capability("test.counted", self.description)
         registrar.probe("test.counted", counted_probe, isolated=False)
 
     def pytest_devcaps_register_backends(self, registrar: object) -> None:
@@ -149,20 +151,20 @@ def counted_probe(device: str) -> ProbeOutcome:
 def test_cache_hit_miss_and_invalidation(tmp_path: Path) -> None:
     CALLS.clear()
     options = RegistryOptions(cache_dir=tmp_path / "cache")
-    cold = CapabilityRegistry.build(options, hook=_Hooks())
+    cold = build_registry(options, hook=_Hooks())
     assert cold.meta["cache"] == "miss" and len(CALLS) == 1
-    warm = CapabilityRegistry.build(options, hook=_Hooks())
+    warm = build_registry(options, hook=_Hooks())
     assert warm.meta["cache"] == "hit" and len(CALLS) == 1
     assert list(warm) == list(cold)
-    forced = CapabilityRegistry.build(RegistryOptions(cache_dir=tmp_path / "cache", reprobe=True), hook=_Hooks())
+    forced = build_registry(RegistryOptions(cache_dir=tmp_path / "cache", reprobe=True), hook=_Hooks())
     assert forced.meta["cache"] == "reprobe" and len(CALLS) == 2
     # A changed catalogue (here: a hook's description) changes the fingerprint: a miss.
-    changed = CapabilityRegistry.build(options, hook=_Hooks("counted, reworded"))
+    changed = build_registry(options, hook=_Hooks("counted, reworded"))
     assert changed.meta["cache"] == "miss" and len(CALLS) == 3
     # A torn/corrupt cache file is a miss, not a crash.
     for path in (tmp_path / "cache").glob("probes-*.json"):
         path.write_text("{not json")
-    assert CapabilityRegistry.build(options, hook=_Hooks()).meta["cache"] == "miss"
+    assert build_registry(options, hook=_Hooks()).meta["cache"] == "miss"
 
 
 H200_EXPECTED = {
@@ -185,3 +187,126 @@ def test_profile_registry_answers_from_rules(tmp_path: Path) -> None:
         assert record.source == "vendor-rule"
     # Devices of the same model share answers: cuda:7 exists and equals cuda:0.
     assert registry.record("dtype.bf16", "cuda:7").level is Level.NATIVE
+
+
+# --- layers: precedence, provenance, implications ----------------------------------------------
+
+def test_layers_merge_in_order_and_keep_what_they_replaced(tmp_path: Path) -> None:
+    override = tmp_path / "ov.yaml"
+    override.write_text("devcaps: 1\noverrides:\n  - set:\n      dtype.bf16: {level: emulated, reason: slow bf16}\n")
+    registry = _build(tmp_path, overrides=(str(override),),
+                      settings=(CapabilitySetting("dtype.bf16", Level.UNSUPPORTED),))
+    record = registry.record("dtype.bf16", "cpu")
+    assert (record.level, record.source) == (Level.UNSUPPORTED, "cli")
+    # Oldest first: whatever the probe (and the rule below it) said, then the override file.
+    assert record.history[-1] == f"emulated (override:{override}: slow bf16)"
+    assert record.history[0].split(" (")[1].startswith(("probe:", "vendor-rule:"))
+    # A record no layer above the rules touched carries only what it replaced, if anything.
+    untouched = registry.record("dtype.tf32", "cpu")
+    assert all("cli" not in entry for entry in untouched.history)
+
+
+def test_implies_is_enforced_as_the_last_layer(tmp_path: Path) -> None:
+    # The catalogue says fp8 needs bf16; forcing bf16 off takes the fp8 answers with it, naming why.
+    registry = _build(tmp_path, settings=(CapabilitySetting("dtype.bf16", Level.UNSUPPORTED, "cpu"),))
+    base = _build(tmp_path)
+    assert base.record("dtype.fp8_e4m3fn", "cpu").available  # emulated on this CPU
+    fp8 = registry.record("dtype.fp8_e4m3fn", "cpu")
+    assert (fp8.level, fp8.source) == (Level.UNSUPPORTED, "implies")
+    assert fp8.reason == "needs dtype.bf16, which is unsupported (cli: set on the command line)"
+    assert fp8.history[-1] == base.record("dtype.fp8_e4m3fn", "cpu").describe()
+    # What does not imply bf16 keeps its answer.
+    assert registry.record("dist.gloo", "cpu") == base.record("dist.gloo", "cpu")
+
+
+def test_implies_is_transitive_and_unknown_propagates_as_unknown(tmp_path: Path) -> None:
+    # graphs -> streams -> events: forcing events unknown makes streams and graphs unknown, even
+    # when something above the probes claimed them.
+    settings = (CapabilitySetting("runtime.events", Level.UNKNOWN, "cpu"),
+                CapabilitySetting("runtime.streams", Level.NATIVE, "cpu"),
+                CapabilitySetting("runtime.graphs", Level.NATIVE, "cpu"))
+    registry = _build(tmp_path, settings=settings)
+    streams = registry.record("runtime.streams", "cpu")
+    graphs = registry.record("runtime.graphs", "cpu")
+    assert (streams.level, streams.source) == (Level.UNKNOWN, "implies")
+    assert streams.reason.startswith("needs runtime.events, which is unknown (cli:")
+    assert (graphs.level, graphs.source) == (Level.UNKNOWN, "implies")
+    assert graphs.reason.startswith("needs runtime.streams, which is unknown (implies:")
+
+
+@pytest.mark.parametrize("profile", ["amd-mi300x", "apple-m3", "cpu-amx", "habana-gaudi3",
+                                     "intel-max-1550", "nvidia-a100", "nvidia-b200", "nvidia-h100",
+                                     "nvidia-h200", "nvidia-rtx3090", "amd-mi355x"])
+def test_shipped_rules_never_violate_an_implication(tmp_path: Path, profile: str) -> None:
+    """The implication layer is a guard, not a crutch: no shipped profile needs it."""
+    registry = _build(tmp_path, profile=profile)
+    enforced = [r for r in registry if r.source == "implies"]
+    assert not enforced, [f"{r.capability} on {r.device}: {r.reason}" for r in enforced]
+
+
+class _BadAdjustHooks(_Hooks):
+    def __init__(self, record: object) -> None:
+        super().__init__()
+        self.record = record
+
+    def pytest_devcaps_adjust_results(self, device: object, records: object) -> list:
+        return [[self.record]]
+
+
+@pytest.mark.parametrize(("record", "words"), [
+    ("dtype.bf16=native", "returned str, expected CapabilityRecord"),
+    (CapabilityRecord("dtype.bf61", "cpu", Level.NATIVE, "r", "hook:x"),
+     "unknown capability 'dtype.bf61' (did you mean 'dtype.bf16'?)"),
+    (CapabilityRecord("dtype.bf16", "cuda:0", Level.NATIVE, "r", "hook:x"),
+     "record for device 'cuda:0' while adjusting 'cpu'"),
+])
+def test_adjust_results_hook_returns_are_checked(tmp_path: Path, record: object, words: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(words)):
+        build_registry(RegistryOptions(cache_dir=tmp_path / "cache"), hook=_BadAdjustHooks(record))
+
+
+def test_adjust_results_hook_wins_over_the_command_line(tmp_path: Path) -> None:
+    replacement = CapabilityRecord("dtype.bf16", "cpu", Level.EMULATED, "vendor says slow", "hook:acme")
+    options = RegistryOptions(cache_dir=tmp_path / "cache",
+                              settings=(CapabilitySetting("dtype.bf16", Level.UNSUPPORTED),))
+    record = build_registry(options, hook=_BadAdjustHooks(replacement)).record("dtype.bf16", "cpu")
+    assert (record.level, record.source) == (Level.EMULATED, "hook:acme")
+    assert record.history[-1] == "unsupported (cli: set on the command line)"
+
+
+class _ProbeTypoHooks(_Hooks):
+    def pytest_devcaps_register_capabilities(self, registrar: CapabilityRegistrar) -> None:
+        registrar.probe("dtype.bf61", counted_probe)
+
+
+def test_probe_for_an_undeclared_capability_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=re.escape("unknown capability 'dtype.bf61' (did you mean 'dtype.bf16'?)")):
+        build_registry(RegistryOptions(cache_dir=tmp_path / "cache"), hook=_ProbeTypoHooks())
+
+
+def test_device_has_names_an_unknown_device(real_registry: CapabilityRegistry) -> None:
+    from pytest_devcaps import library
+
+    library.install_default_registry(real_registry)
+    try:
+        assert library.device_has("cpu", "dist.gloo") is True
+        with pytest.raises(UnknownDeviceError, match="no device 'xpu:0'"):
+            library.device_has("xpu:0", "dist.gloo")
+        with pytest.raises(UnknownCapabilityError):
+            library.device_has("cpu", "dist.glo")
+    finally:
+        library.uninstall_default_registry(real_registry)
+
+
+def test_a_device_index_past_the_count_is_unknown(tmp_path: Path) -> None:
+    registry = _build(tmp_path, profile="nvidia-h200")  # 8 GPUs
+    assert registry.identity("cuda:7").key == "cuda:7"
+    with pytest.raises(UnknownDeviceError, match="no device 'cuda:8'"):
+        registry.record("dtype.bf16", "cuda:8")
+
+
+def test_snapshot_from_another_catalogue_is_refused(real_registry: CapabilityRegistry) -> None:
+    extended = real_registry.catalogue.with_capabilities(
+        [CapabilitySpec("test.extra", "only in this process")])
+    with pytest.raises(ValueError, match="another catalogue"):
+        CapabilityRegistry.from_snapshot(real_registry.to_snapshot(), extended)

@@ -164,7 +164,22 @@ def test_requires_memory_bad_size(pytester: pytest.Pytester) -> None:
         """
     )
     result = pytester.runpytest()
-    result.stdout.fnmatch_lines(["*requires_memory takes a size like '24GiB'*"])
+    result.stdout.fnmatch_lines(["*requires_memory: takes a size like '24GiB'*"])
+    # A MarkerError is a collection error shown once: no traceback, no exception chain.
+    assert result.stdout.str().count("takes a size like") == 1
+    result.stdout.no_fnmatch_line("*During handling*")
+    result.stdout.no_fnmatch_line("*Traceback*")
+    result.assert_outcomes(errors=1)
+
+
+def test_marker_errors_are_devcaps_errors() -> None:
+    from pytest_devcaps.errors import DevcapsError, MarkerError
+    from pytest_devcaps.markers import parse_size
+
+    with pytest.raises(MarkerError) as info:
+        parse_size("lots")
+    assert isinstance(info.value, DevcapsError) and info.value.marker == "requires_memory"
+    assert info.value.__suppress_context__ or info.value.__context__ is None
 
 
 def test_dtypes_parametrize_and_skip_missing_dtype_with_capability(pytester: pytest.Pytester) -> None:
@@ -232,12 +247,13 @@ def test_markers_are_registered_and_strict_markers_clean(pytester: pytest.Pytest
 def test_per_allocation_cap_unknown_on_capped_backend() -> None:
     from pytest_devcaps.markers import evaluate
     from pytest_devcaps.model import DeviceIdentity
+    from pytest_devcaps.config import load_catalogue
     from pytest_devcaps.registry import CapabilityRegistry
 
     def registry(facts: dict) -> CapabilityRegistry:
         device = DeviceIdentity(type="mps", index=0, vendor="apple", name="Apple M3", arch="apple-m3",
                                 memory_bytes=64 * 2**30, facts=facts)
-        return CapabilityRegistry([device], {"mps:0": {}}, {})
+        return CapabilityRegistry([device], {"mps:0": {}}, load_catalogue())
 
     mark = pytest.mark.requires_memory("8GiB", per_allocation="4GiB").mark
     capped_unknown = evaluate([mark], registry({"max_allocation_bytes": None}), "mps:0")

@@ -21,7 +21,7 @@ def probe_counted(device):
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_devcaps_register_capabilities(registrar):
-    registrar.capability("test.counted", "a capability whose probe counts its runs", probe="test.counted")
+    registrar.capability("test.counted", "a capability whose probe counts its runs")
     registrar.probe("test.counted", probe_counted, isolated=False)
 """
 

@@ -1,0 +1,30 @@
+"""The capability registry: one answer per (capability, device), with level, reason and source.
+
+- :mod:`~pytest_devcaps.registry.options`: what shapes a registry (overrides, settings, profile).
+- :mod:`~pytest_devcaps.registry.registrars`: what the vendor hooks fill in.
+- :mod:`~pytest_devcaps.registry.probing`: probe outcomes per device, through the cache.
+- :mod:`~pytest_devcaps.registry.layers`: precedence as an ordered list of layers, merged.
+- :mod:`~pytest_devcaps.registry.build`: :func:`build_registry` puts those together.
+- :mod:`~pytest_devcaps.registry.query`: :class:`CapabilityRegistry`, views and snapshots.
+"""
+
+from __future__ import annotations
+
+from pytest_devcaps.registry.build import build_registry, catalogue_with_hooks, discover
+from pytest_devcaps.registry.layers import merge_answer
+from pytest_devcaps.registry.options import CapabilitySetting, RegistryOptions
+from pytest_devcaps.registry.query import CapabilityRegistry, DeviceCapabilities
+from pytest_devcaps.registry.registrars import BackendRegistrar, CapabilityRegistrar
+
+__all__ = [
+    "BackendRegistrar",
+    "CapabilityRegistrar",
+    "CapabilityRegistry",
+    "CapabilitySetting",
+    "DeviceCapabilities",
+    "RegistryOptions",
+    "build_registry",
+    "catalogue_with_hooks",
+    "discover",
+    "merge_answer",
+]

@@ -1,0 +1,108 @@
+"""Building a registry: the catalogue with hook additions, devices (discovered or from a
+profile), probe outcomes, then the merge of every precedence layer."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from pytest_devcaps.errors import ConfigError, did_you_mean
+from pytest_devcaps.model import DeviceIdentity
+from pytest_devcaps.registry.layers import (
+    CliLayer,
+    HookLayer,
+    ImpliesLayer,
+    Layer,
+    OverrideLayer,
+    ProbeLayer,
+    ProfileLayer,
+    RuleLayer,
+    merge,
+)
+from pytest_devcaps.registry.options import RegistryOptions
+from pytest_devcaps.registry.query import CapabilityRegistry
+from pytest_devcaps.registry.registrars import BackendRegistrar, CapabilityRegistrar
+
+if TYPE_CHECKING:
+    from pytest_devcaps.config.catalogue import Catalogue
+    from pytest_devcaps.probes.base import ProbeSpec
+
+
+def build_registry(options: RegistryOptions = RegistryOptions(), hook: Any = None) -> CapabilityRegistry:
+    """Discover devices, probe them (or read the cache), then merge every layer's answers.
+
+    ``hook`` is a pluggy hook relay (``config.hook``) carrying the ``pytest_devcaps_*`` hooks.
+    """
+    from pytest_devcaps.config import load_overrides, load_profile
+
+    started = time.perf_counter()
+    catalogue, registrar = catalogue_with_hooks(hook)
+    probes = _probes(catalogue, registrar)
+    _check_settings(options, catalogue)
+    overrides = load_overrides(list(options.overrides), catalogue)
+    meta: dict[str, Any] = {"overrides": list(options.overrides)}
+    layers: list[Layer] = [RuleLayer(catalogue)]
+    if options.profile:
+        profile = load_profile(options.profile, catalogue)
+        identities = list(profile.identities)
+        layers.append(ProfileLayer(profile))
+        meta.update(profile=profile.name, cache="none (profile)")
+    else:
+        from pytest_devcaps.registry.probing import probe_devices
+
+        identities = discover(hook)
+        results = probe_devices(identities, catalogue, probes, options)
+        layers.append(ProbeLayer(results.outcomes))
+        meta.update(results.meta())
+    layers += [OverrideLayer(overrides), CliLayer(options.settings)]
+    if hook is not None:
+        layers.append(HookLayer(hook))
+    layers.append(ImpliesLayer(catalogue))
+    records = {identity.key: merge(layers, identity, catalogue.names()) for identity in identities}
+    meta["build_seconds"] = round(time.perf_counter() - started, 4)
+    return CapabilityRegistry(identities, records, catalogue, meta)
+
+
+def catalogue_with_hooks(hook: Any = None) -> tuple[Catalogue, CapabilityRegistrar]:
+    """The shipped catalogue plus what ``pytest_devcaps_register_capabilities`` adds."""
+    from pytest_devcaps.config import load_catalogue
+
+    registrar = CapabilityRegistrar()
+    if hook is not None:
+        hook.pytest_devcaps_register_capabilities(registrar=registrar)
+    catalogue = load_catalogue()
+    if registrar.specs or registrar.rules:
+        catalogue = catalogue.with_capabilities(registrar.specs, registrar.rules)
+    return catalogue, registrar
+
+
+def _probes(catalogue: Catalogue, registrar: CapabilityRegistrar) -> dict[str, ProbeSpec]:
+    """Builtin and hook probes, keyed by the capability each measures (which must exist)."""
+    from pytest_devcaps.probes import builtin_probes
+
+    probes = {**builtin_probes(), **registrar.probes}
+    for name in probes:
+        if name not in catalogue:
+            raise ConfigError(f"a probe is registered for unknown capability {name!r}"
+                              f"{did_you_mean(name, catalogue.names())}",
+                              file="pytest_devcaps_register_capabilities")
+    return probes
+
+
+def _check_settings(options: RegistryOptions, catalogue: Catalogue) -> None:
+    for setting in options.settings:
+        if setting.capability not in catalogue:
+            raise ConfigError(f"unknown capability {setting.capability!r}"
+                              f"{did_you_mean(setting.capability, catalogue.names())}",
+                              file="command line", key=setting.capability)
+
+
+def discover(hook: Any = None) -> list[DeviceIdentity]:
+    """The builtin backends' devices plus those of backends added by hooks (cpu first)."""
+    from pytest_devcaps.backends import builtin_backends, discover_devices
+
+    registrar = BackendRegistrar(list(builtin_backends()))
+    if hook is not None:
+        hook.pytest_devcaps_register_backends(registrar=registrar)
+    return discover_devices(registrar.adapters)
+

@@ -1,0 +1,68 @@
+"""Probe outcomes for discovered devices: from the on-disk cache, else from a probe run.
+
+Identical devices (same type, vendor, name and arch) share one probe run. The cache key
+covers the device model, the catalogue and the probe functions, so any change re-probes.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from pytest_devcaps.model import DeviceIdentity, ProbeOutcome
+
+if TYPE_CHECKING:
+    from pytest_devcaps.config.catalogue import Catalogue
+    from pytest_devcaps.probes.base import ProbeSpec
+    from pytest_devcaps.registry.options import RegistryOptions
+
+
+@dataclass
+class ProbeResults:
+    """Outcomes per device key, and how they were obtained (for the report header)."""
+
+    outcomes: dict[str, dict[str, ProbeOutcome]] = field(default_factory=dict)
+    cache_status: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    cache_dir: str = ""
+
+    def meta(self) -> dict[str, Any]:
+        return {"cache": ",".join(self.cache_status) or "none",
+                "probe_seconds": round(self.seconds, 3), "cache_dir": self.cache_dir}
+
+
+def _model(identity: DeviceIdentity) -> tuple[str, str, str, str]:
+    return (identity.type, identity.vendor, identity.name, identity.arch)
+
+
+def probe_devices(identities: Sequence[DeviceIdentity], catalogue: Catalogue,
+                  probes: Mapping[str, ProbeSpec], options: RegistryOptions) -> ProbeResults:
+    """Outcomes of every registered probe of a catalogue capability, for every device."""
+    from pytest_devcaps.cache import ProbeCache, fingerprint
+    from pytest_devcaps.probes import run_probes
+
+    specs = {name: spec for name, spec in probes.items() if name in catalogue}
+    cache = ProbeCache(options.cache_dir)
+    results = ProbeResults(cache_dir=str(cache.directory))
+    by_model: dict[tuple[str, str, str, str], dict[str, ProbeOutcome]] = {}
+    for identity in identities:
+        if _model(identity) in by_model:
+            results.outcomes[identity.key] = by_model[_model(identity)]
+            continue
+        key = fingerprint({
+            "identity": {**identity.to_dict(), "index": None},
+            "catalogue": catalogue.digest,
+            "probes": sorted(f"{name}={spec.target}" for name, spec in specs.items()),
+        })
+        outcomes = None if options.reprobe else cache.load(key)
+        if outcomes is None:
+            began = time.perf_counter()
+            outcomes = run_probes(identity.key, specs, timeout=options.probe_timeout)
+            results.seconds += time.perf_counter() - began
+            cache.store(key, outcomes)
+            results.cache_status.append("reprobe" if options.reprobe else "miss")
+        else:
+            results.cache_status.append("hit")
+        results.outcomes[identity.key] = by_model[_model(identity)] = outcomes
+    return results

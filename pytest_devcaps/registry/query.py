@@ -1,0 +1,162 @@
+"""Querying a registry: answers per (capability, device), views for one device, snapshots."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
+
+from pytest_devcaps.errors import UnknownDeviceError
+from pytest_devcaps.model import CapabilityRecord, DeviceIdentity, Level
+
+if TYPE_CHECKING:
+    import torch
+
+    from pytest_devcaps.config.catalogue import Catalogue
+
+SNAPSHOT_FORMAT = 2
+
+
+class DeviceCapabilities:
+    """The registry seen from one device: what the ``devcaps`` fixture gives a test."""
+
+    def __init__(self, registry: CapabilityRegistry, identity: DeviceIdentity) -> None:
+        self.registry = registry
+        self.identity = identity
+
+    @property
+    def device(self) -> str:
+        return self.identity.key
+
+    def __getitem__(self, capability: str) -> CapabilityRecord:
+        return self.registry.record(capability, self.identity.key)
+
+    def has(self, capability: str, *, native: bool = False) -> bool:
+        return self.registry.has(capability, self.identity.key, native=native)
+
+    def level(self, capability: str) -> Level:
+        return self[capability].level
+
+    def records(self) -> list[CapabilityRecord]:
+        return self.registry.records(self.identity.key)
+
+    def __repr__(self) -> str:
+        return f"<DeviceCapabilities {self.identity.key} ({self.identity.name})>"
+
+
+class CapabilityRegistry:
+    """Answers for every capability on every device of one machine (or one profile).
+
+    Built by :func:`pytest_devcaps.registry.build_registry`; keeps the catalogue it was built
+    from (``catalogue``), so names, descriptions, dtypes and implications are at hand.
+    """
+
+    def __init__(self, devices: Sequence[DeviceIdentity],
+                 records: Mapping[str, Mapping[str, CapabilityRecord]],
+                 catalogue: Catalogue, meta: Mapping[str, Any] | None = None) -> None:
+        self.devices: tuple[DeviceIdentity, ...] = tuple(devices)
+        self._records = {dev: dict(caps) for dev, caps in records.items()}
+        self.catalogue = catalogue
+        self.meta: dict[str, Any] = dict(meta or {})
+
+    # -- lookups -------------------------------------------------------------------------
+    @property
+    def capability_names(self) -> list[str]:
+        return self.catalogue.names()
+
+    @property
+    def descriptions(self) -> dict[str, str]:
+        return {name: spec.description for name, spec in self.catalogue.capabilities.items()}
+
+    def check_name(self, capability: str) -> str:
+        """Return ``capability`` or raise :class:`UnknownCapabilityError` with the closest name."""
+        return self.catalogue.check_name(capability).name
+
+    def capability_for_dtype(self, dtype_name: str) -> str | None:
+        """The capability gating the torch dtype ``dtype_name`` (``bfloat16``), if any."""
+        return self.catalogue.capability_for_dtype(dtype_name)
+
+    def device_types(self) -> list[str]:
+        return list(dict.fromkeys(identity.type for identity in self.devices))
+
+    def identity(self, device: str | torch.device | None = None) -> DeviceIdentity:
+        """The identity of ``device`` (``cuda`` means the first cuda device; None the primary).
+
+        Raises :class:`UnknownDeviceError` for a device this registry has no answers for.
+        """
+        if device is None:
+            return self.primary_device
+        text = str(device)
+        for identity in self.devices:
+            if identity.key == text:
+                return identity
+        kind, _, index = text.partition(":")
+        candidates = [i for i in self.devices if i.type == kind]
+        if candidates and not index:
+            return candidates[0]
+        if candidates and index.isdigit() and int(index) < max(i.count for i in candidates):
+            # Devices past the probed ones share the first one's answers (same model).
+            return dataclasses.replace(candidates[0], index=int(index))
+        raise UnknownDeviceError(text, [i.key for i in self.devices])
+
+    @property
+    def primary_device(self) -> DeviceIdentity:
+        """The first accelerator, else the cpu."""
+        for identity in self.devices:
+            if identity.type != "cpu":
+                return identity
+        return self.devices[0]
+
+    def record(self, capability: str, device: str | torch.device | None = None) -> CapabilityRecord:
+        self.check_name(capability)
+        identity = self.identity(device)
+        base = self._records.get(identity.key)
+        if base is None:
+            first = next(i for i in self.devices if i.type == identity.type)
+            return dataclasses.replace(self._records[first.key][capability], device=identity.key)
+        return base[capability]
+
+    def has(self, capability: str, device: str | torch.device | None = None, *,
+            native: bool = False) -> bool:
+        level = self.record(capability, device).level
+        return level is Level.NATIVE if native else level.available
+
+    def records(self, device: str | torch.device | None = None) -> list[CapabilityRecord]:
+        identity = self.identity(device)
+        return [self.record(name, identity.key) for name in self.capability_names]
+
+    def view(self, device: str | torch.device | None = None) -> DeviceCapabilities:
+        return DeviceCapabilities(self, self.identity(device))
+
+    def __iter__(self) -> Iterator[CapabilityRecord]:
+        for identity in self.devices:
+            yield from self.records(identity.key)
+
+    # -- plain-data form (xdist workerinput, JSON reports) -------------------------------
+    def to_snapshot(self) -> dict[str, Any]:
+        return {
+            "format": SNAPSHOT_FORMAT,
+            "catalogue_digest": self.catalogue.digest,
+            "devices": [identity.to_dict() for identity in self.devices],
+            "capabilities": self.descriptions,
+            "records": [record.to_dict() for caps in self._records.values() for record in caps.values()],
+            "meta": dict(self.meta),
+        }
+
+    @classmethod
+    def from_snapshot(cls, data: Mapping[str, Any], catalogue: Catalogue) -> CapabilityRegistry:
+        """Rebuild a registry from :meth:`to_snapshot` data and the same catalogue.
+
+        Raises ValueError when the snapshot is of another format or another catalogue (an
+        xdist worker whose hooks added different capabilities than the controller's).
+        """
+        if data.get("format") != SNAPSHOT_FORMAT:
+            raise ValueError(f"unsupported registry snapshot format {data.get('format')!r}")
+        if data.get("catalogue_digest") != catalogue.digest:
+            raise ValueError("the registry snapshot was built from another catalogue than this "
+                             "process's (do the hooks add the same capabilities everywhere?)")
+        records: dict[str, dict[str, CapabilityRecord]] = {}
+        for entry in data["records"]:
+            record = CapabilityRecord.from_dict(entry)
+            records.setdefault(record.device, {})[record.capability] = record
+        devices = [DeviceIdentity.from_dict(d) for d in data["devices"]]
+        return cls(devices, records, catalogue, data.get("meta"))
