@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -20,7 +20,6 @@ class SessionState:
     selected: list[str]
     primary_device: str
     is_worker: bool = False
-    outcomes: list[dict[str, Any]] = field(default_factory=list)
 
 
 STATE_KEY = pytest.StashKey[SessionState]()
