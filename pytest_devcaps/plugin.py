@@ -23,6 +23,8 @@ from pytest_devcaps.state import EVALUATION_KEY, STATE_KEY, SessionState, sessio
 
 WORKERINPUT_KEY = "devcaps_registry"
 
+pytest_plugins = ["pytest_devcaps.plan"]  # plan mode, with its pytest_cmdline_main hook
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
@@ -50,10 +52,6 @@ def pytest_configure(config: pytest.Config) -> None:
         selected = select_devices(registry, settings, workerinput)
     except DevcapsError as exc:
         raise pytest.UsageError(f"pytest-devcaps: {exc}") from None
-    if settings.profile.value and workerinput is None and getattr(config.option, "dist", "no") != "no":
-        # A plan collects and evaluates in this process and runs nothing: no workers needed.
-        config.option.dist = "no"
-        config.option.numprocesses = None
     primary = next((key for key in selected if not key.startswith("cpu")), None)
     if primary is None:
         primary = selected[0] if selected else registry.primary_device.key

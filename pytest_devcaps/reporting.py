@@ -1,4 +1,4 @@
-"""Reports: the capability header, skips grouped by missing capability, the JSON report, plans."""
+"""Reports of a pytest run: the capability header, skips grouped by missing capability, the JSON report."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from pytest_devcaps.cache import write_atomic
-from pytest_devcaps.state import EVALUATION_KEY, SessionState, session_state
+from pytest_devcaps.state import SessionState, session_state
 from pytest_devcaps.table import capability_table, compact_levels, describe_identity, describe_origin
 
 JSON_FORMAT = 1
@@ -77,58 +77,9 @@ class ReportingPlugin:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         state = session_state(self.config)
         if state.is_worker or not state.settings.json_path or state.settings.profile.value:
-            return  # a plan wrote its own report in pytest_runtestloop
+            return  # a plan wrote its own report (plan.pytest_runtestloop)
         write_json_report(Path(state.settings.json_path), state, list(self.tests.values()),
                           exitstatus=int(exitstatus), mode="run")
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtestloop(self, session: pytest.Session) -> bool | None:
-        state = session_state(self.config)
-        if not state.settings.profile.value or state.is_worker:
-            return None
-        plan = plan_items(session.items)
-        self.tests = {entry["nodeid"]: entry for entry in plan}
-        tr = self.config.pluginmanager.get_plugin("terminalreporter")
-        if tr is not None:
-            write_plan(tr, state, plan)
-        if state.settings.json_path:
-            write_json_report(Path(state.settings.json_path), state, plan, exitstatus=0, mode="plan")
-        return True
-
-
-def plan_items(items: list[pytest.Item]) -> list[dict[str, Any]]:
-    """What would run and what would be skipped (and for which capability), without running."""
-    plan = []
-    for item in items:
-        evaluation = item.stash.get(EVALUATION_KEY, None)
-        entry: dict[str, Any] = {"nodeid": item.nodeid, "outcome": "would-run"}
-        if evaluation is not None:
-            entry.update(device=evaluation.device, requires=list(evaluation.required),
-                         missing=[m.to_dict() for m in evaluation.missing])
-            if evaluation.skip:
-                entry["outcome"] = "would-skip"
-        plan.append(entry)
-    return plan
-
-
-def write_plan(tr: Any, state: SessionState, plan: list[dict[str, Any]]) -> None:
-    profile = state.registry.meta.get("profile")
-    runs = [p for p in plan if p["outcome"] == "would-run"]
-    skips = [p for p in plan if p["outcome"] == "would-skip"]
-    tr.section(f"devcaps plan for profile {profile}", sep="=")
-    by_cap: Counter[str] = Counter()
-    for entry in skips:
-        for missing in entry.get("missing", []):
-            by_cap[f"{missing['requirement']} on {missing['device']}: {missing['level']}"] += 1
-    for entry in plan:
-        if entry["outcome"] == "would-skip":
-            reasons = "; ".join(m["reason"] for m in entry["missing"])
-            tr.line(f"SKIP {entry['nodeid']}: {reasons}")
-        elif tr.config.get_verbosity() > 0:
-            tr.line(f"RUN  {entry['nodeid']}")
-    for line, count in sorted(by_cap.items(), key=lambda kv: (-kv[1], kv[0])):
-        tr.line(f"{count:5d}  skipped for {line}")
-    tr.line(f"{len(runs)} would run, {len(skips)} would be skipped on {profile} (nothing was run)")
 
 
 def write_json_report(path: Path, state: SessionState, tests: list[dict[str, Any]], *,
