@@ -88,13 +88,10 @@ def format_matrix(results: Sequence[SuiteResult]) -> list[str]:
 
 
 def command_check(args: argparse.Namespace) -> int:
-    from pytest_devcaps.cli import command_probe
+    from pytest_devcaps.registry import RegistryOptions
+    from pytest_devcaps.table import show_registry
 
-    probe_args = argparse.Namespace(json=False, verbose=False, device=[], overrides=args.overrides, settings=[],
-                                    profile=None, reprobe=False, probe_timeout=10.0)
-    status = command_probe(probe_args)
-    if status:
-        return status
+    show_registry(RegistryOptions(overrides=tuple(args.overrides)))
     suites = available_suites(args.suite)
     if not suites:
         print("devcaps check: no bundled suite is installed", file=sys.stderr)

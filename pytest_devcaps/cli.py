@@ -1,27 +1,19 @@
-"""The ``devcaps`` command: ``probe``, ``profiles`` and ``check``."""
+"""The ``devcaps`` command: ``probe``, ``profiles``, ``lint`` and ``check``.
+
+Argument parsing and dispatch only: the work is in ``table`` (probe), ``config`` (profiles),
+``lint`` and ``check``, imported by the command that needs it. None imports pytest (``check``
+runs its suites in a child pytest): a warm ``devcaps probe`` must not pay for it.
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from typing import Any, Sequence
+from typing import Sequence
 
 from pytest_devcaps.errors import DevcapsError
 
 EXIT_USAGE = 2
-
-
-def _plugin_hooks() -> Any:
-    """A hook relay with our hookspecs and vendor plugins from the ``devcaps`` entry-point group."""
-    import pluggy
-
-    from pytest_devcaps import hookspecs
-
-    manager = pluggy.PluginManager("pytest")
-    manager.add_hookspecs(hookspecs)
-    manager.load_setuptools_entrypoints("devcaps")
-    return manager.hook
 
 
 def _add_registry_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,8 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _registry_from(args: argparse.Namespace) -> Any:
-    from pytest_devcaps.registry import CapabilitySetting, RegistryOptions, build_registry
+def command_probe(args: argparse.Namespace) -> int:
+    from pytest_devcaps.registry import CapabilitySetting, RegistryOptions
+    from pytest_devcaps.table import show_registry
 
     options = RegistryOptions(
         overrides=tuple(args.overrides),
@@ -73,41 +66,7 @@ def _registry_from(args: argparse.Namespace) -> Any:
         reprobe=args.reprobe,
         probe_timeout=args.probe_timeout,
     )
-    return build_registry(options, hook=_plugin_hooks())
-
-
-def command_probe(args: argparse.Namespace) -> int:
-    from pytest_devcaps.reporting import capability_matrix, capability_table, describe_identity
-
-    registry = _registry_from(args)
-    devices = [i for i in registry.devices
-               if not args.device or i.key in args.device or i.type in args.device]
-    if args.device and not devices:
-        known = ", ".join(i.key for i in registry.devices)
-        print(f"devcaps: no device matches {', '.join(args.device)}; devices: {known}", file=sys.stderr)
-        return EXIT_USAGE
-    if args.json:
-        payload = {
-            "devices": [i.to_dict() for i in devices],
-            "capabilities": [r.to_dict() for i in devices for r in registry.records(i.key)],
-            "meta": registry.meta,
-        }
-        print(json.dumps(payload, indent=1, sort_keys=True, default=str))
-        return 0
-    meta = registry.meta
-    origin = f"profile {meta['profile']}" if meta.get("profile") else (
-        f"probe cache {meta.get('cache')}, probed in {meta.get('probe_seconds')}s, "
-        f"built in {meta.get('build_seconds')}s")
-    print(f"devcaps: {len(devices)} device(s); {origin}")
-    for identity in devices:
-        print(describe_identity(identity))
-    if len(devices) > 1:  # capability x device, level/source in each cell
-        print("\n".join(capability_matrix(registry, devices)))
-    if len(devices) == 1 or args.verbose:  # level, source and reason per capability
-        for identity in devices:
-            if len(devices) > 1:
-                print(f"\n{identity.key}:")
-            print("\n".join(capability_table(registry.records(identity.key))))
+    show_registry(options, args.device, as_json=args.json, verbose=args.verbose)
     return 0
 
 

@@ -67,12 +67,14 @@ def dist_backend(device: torch.device, request: pytest.FixtureRequest) -> str:
     or the registry says that backend is missing."""
     import torch.distributed as dist
 
+    from pytest_devcaps.runtime import default_dist_backend
+
     if not dist.is_available():
         pytest.skip("requires torch.distributed: this torch build has none")
-    try:
-        backend = str(dist.get_default_backend_for_device(device))
-    except (RuntimeError, ValueError) as exc:
-        pytest.skip(f"requires a distributed backend for {device}: {exc}")
+    backend = default_dist_backend(device.type)
+    if backend is None:
+        pytest.skip(f"requires a distributed backend for {device}: torch.distributed registers "
+                    f"no default backend for {device.type}")
     registry = session_state(request.config).registry
     capability = f"dist.{backend}"
     if capability in registry.catalogue:

@@ -43,9 +43,6 @@ def pytest_devcaps_register_backends(registrar: BackendRegistrar) -> None:
                 return [DeviceIdentity(type="npu", index=0, vendor="acme", name="Acme N1",
                                        arch="n1", facts={"generation": 1})]
 
-            def default_dist_backend(self):
-                return "gloo"
-
         @pytest.hookimpl(optionalhook=True)
         def pytest_devcaps_register_backends(registrar):
             registrar.add(MyNpuBackend())

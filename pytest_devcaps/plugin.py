@@ -1,4 +1,10 @@
-"""pytest entry point (``pytest11: devcaps``). Cheap to import: torch is imported inside hooks."""
+"""pytest entry point (``pytest11: devcaps``): options, the session's registry and devices at
+configure time, ``device`` / ``dtype`` parametrization, capability marks evaluated at collection
+and turned into skips (or ``--devcaps-require`` failures) at setup.
+
+The fixtures are in ``fixtures``, reports in ``reporting``, plan mode (``--devcaps-profile``) in
+``plan``, the xdist controller/worker handshake in ``xdist_hooks``. Importing it imports no torch.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ from typing import Any, Generator
 import pytest
 
 from pytest_devcaps import markers as _markers
+from pytest_devcaps import xdist_hooks
 from pytest_devcaps.errors import ConfigError, DevcapsError, did_you_mean
 from pytest_devcaps.fixtures import (  # noqa: F401  (fixtures are found by name on this module)
     devcaps,
@@ -21,7 +28,7 @@ from pytest_devcaps.fixtures import (  # noqa: F401  (fixtures are found by name
 from pytest_devcaps.options import KNOWN_DEVICE_TYPES, add_options, resolve_settings
 from pytest_devcaps.state import EVALUATION_KEY, STATE_KEY, SessionState, session_state
 
-WORKERINPUT_KEY = "devcaps_registry"
+pytest_plugins = ["pytest_devcaps.plan"]  # plan mode, with its pytest_cmdline_main hook
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -40,36 +47,27 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", line)
     try:
         settings = resolve_settings(config)
-        workerinput = getattr(config, "workerinput", None)
         from pytest_devcaps.library import install_default_registry
         from pytest_devcaps.registry import CapabilityRegistry, build_registry, catalogue_with_hooks
 
-        if workerinput is not None and WORKERINPUT_KEY in workerinput:
+        snapshot = xdist_hooks.worker_snapshot(config)
+        if snapshot is not None:
             catalogue, _ = catalogue_with_hooks(config.hook)
-            registry = CapabilityRegistry.from_snapshot(workerinput[WORKERINPUT_KEY], catalogue)
+            registry = CapabilityRegistry.from_snapshot(snapshot, catalogue)
         else:
             registry = build_registry(settings.registry_options(), hook=config.hook)
-        selected = select_devices(registry, settings, workerinput)
+        worker = xdist_hooks.worker_number(config) if settings.pin_workers else None
+        selected = select_devices(registry, settings, worker)
     except DevcapsError as exc:
         raise pytest.UsageError(f"pytest-devcaps: {exc}") from None
-    if settings.profile.value and workerinput is None and getattr(config.option, "dist", "no") != "no":
-        # A plan collects and evaluates in this process and runs nothing: no workers needed.
-        config.option.dist = "no"
-        config.option.numprocesses = None
     primary = next((key for key in selected if not key.startswith("cpu")), None)
     if primary is None:
         primary = selected[0] if selected else registry.primary_device.key
     config.stash[STATE_KEY] = SessionState(settings, registry, selected, primary,
-                                           is_worker=workerinput is not None)
+                                           is_worker=xdist_hooks.is_worker(config))
     install_default_registry(registry)
-    if settings.pin_workers and workerinput is not None and not primary.startswith("cpu"):
-        from pytest_devcaps import runtime
-
-        try:
-            runtime.set_device(primary)  # worker i owns accelerator i mod count
-        except Exception as exc:
-            raise pytest.UsageError(f"pytest-devcaps: --devcaps-pin-workers could not make {primary} "
-                                    f"current in worker {workerinput.get('workerid')}: {exc}") from None
+    if settings.pin_workers:
+        xdist_hooks.pin_worker(config, primary)
     _register_optional_plugins(config)
 
 
@@ -78,9 +76,7 @@ def _register_optional_plugins(config: pytest.Config) -> None:
 
     config.pluginmanager.register(reporting.ReportingPlugin(config), "devcaps-reporting")
     if config.pluginmanager.hasplugin("xdist"):
-        from pytest_devcaps.xdist_hooks import XdistHooks
-
-        config.pluginmanager.register(XdistHooks(config), "devcaps-xdist")
+        config.pluginmanager.register(xdist_hooks.XdistHooks(config), "devcaps-xdist")
     try:
         from pytest_devcaps.distributed import fixture as distributed_fixture
     except ImportError:
@@ -96,8 +92,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         uninstall_default_registry(config.stash[STATE_KEY].registry)
 
 
-def select_devices(registry: Any, settings: Any, workerinput: dict[str, Any] | None) -> list[str]:
-    """Device keys the ``device`` fixture is parametrized over (first device of each type)."""
+def select_devices(registry: Any, settings: Any, worker: int | None = None) -> list[str]:
+    """Device keys the ``device`` fixture is parametrized over: the first device of each type, or
+    in xdist worker number ``worker`` (``--devcaps-pin-workers``) device ``worker mod count``."""
     present = registry.device_types()
     known = list(dict.fromkeys([*KNOWN_DEVICE_TYPES, *present]))
     for setting in (settings.devices, settings.except_):
@@ -111,7 +108,6 @@ def select_devices(registry: Any, settings: Any, workerinput: dict[str, Any] | N
     wanted = [t for t in (settings.devices.value or present) if t in present]
     chosen = [t for t in wanted if t not in settings.except_.value]
     keys: list[str] = []
-    worker = _worker_number(workerinput) if settings.pin_workers else None
     for type_ in chosen:
         identity = registry.identity(type_)
         if worker is not None and type_ != "cpu" and identity.count > 0:
@@ -119,14 +115,6 @@ def select_devices(registry: Any, settings: Any, workerinput: dict[str, Any] | N
         else:
             keys.append(identity.key)
     return keys
-
-
-def _worker_number(workerinput: dict[str, Any] | None) -> int | None:
-    if not workerinput:
-        return None
-    worker_id = str(workerinput.get("workerid", ""))
-    digits = worker_id.lstrip("gw")
-    return int(digits) if digits.isdigit() else None
 
 
 def _user_parametrizes(metafunc: pytest.Metafunc, name: str) -> bool:

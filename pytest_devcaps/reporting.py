@@ -1,4 +1,4 @@
-"""Reports: the capability header, skips grouped by missing capability, the JSON report, plans."""
+"""Reports of a pytest run: the capability header, skips grouped by missing capability, the JSON report."""
 
 from __future__ import annotations
 
@@ -11,66 +11,15 @@ from typing import Any
 import pytest
 
 from pytest_devcaps.cache import write_atomic
-from pytest_devcaps.model import CapabilityRecord, DeviceIdentity, Level
-from pytest_devcaps.state import EVALUATION_KEY, SessionState, session_state
+from pytest_devcaps.state import SessionState, session_state
+from pytest_devcaps.table import capability_table, compact_levels, describe_identity, describe_origin
 
 JSON_FORMAT = 1
 
 
-def describe_identity(identity: DeviceIdentity) -> str:
-    parts = [f"{identity.key}: {identity.name}", f"vendor={identity.vendor}", f"arch={identity.arch}"]
-    if identity.memory_bytes:
-        parts.append(f"memory={identity.memory_bytes / 2**30:.1f}GiB")
-    if identity.count != 1:
-        parts.append(f"count={identity.count}")
-    if identity.runtime_version:
-        parts.append(f"runtime={identity.runtime_version}")
-    if identity.driver_version:
-        parts.append(f"driver={identity.driver_version}")
-    return ", ".join(parts)
-
-
-def compact_levels(records: list[CapabilityRecord]) -> str:
-    """``native 14 (dtype.fp64 ...), emulated 5 (...), unsupported 9, unknown 0``."""
-    grouped: dict[Level, list[str]] = {level: [] for level in Level}
-    for record in records:
-        grouped[record.level].append(record.capability)
-    parts = []
-    for level in Level:
-        names = grouped[level]
-        if level in (Level.NATIVE, Level.EMULATED) and names:
-            parts.append(f"{level.value} {len(names)} ({' '.join(names)})")
-        else:
-            parts.append(f"{level.value} {len(names)}")
-    return "; ".join(parts)
-
-
-def capability_table(records: list[CapabilityRecord]) -> list[str]:
-    width = max((len(r.capability) for r in records), default=10)
-    return [f"  {r.capability:<{width}}  {r.level.value:<11} {r.source}: {r.reason}" for r in records]
-
-
-def capability_matrix(registry: Any, devices: list[DeviceIdentity]) -> list[str]:
-    """Capabilities down, devices across; each cell ``level/source`` (reasons: the per-device table)."""
-    names = registry.capability_names
-    cells = {(name, d.key): registry.record(name, d.key) for name in names for d in devices}
-    width = max(len(n) for n in names)
-    col = {d.key: max([len(d.key)] + [len(f"{cells[n, d.key].level.value}/{cells[n, d.key].source}")
-                                      for n in names]) for d in devices}
-    lines = ["  " + " " * width + "  " + "  ".join(f"{d.key:<{col[d.key]}}" for d in devices)]
-    for name in names:
-        row = "  ".join(f"{cells[name, d.key].level.value + '/' + cells[name, d.key].source:<{col[d.key]}}"
-                        for d in devices)
-        lines.append(f"  {name:<{width}}  {row}".rstrip())
-    return lines
-
-
 def header_lines(state: SessionState, *, verbose: bool) -> list[str]:
     registry = state.registry
-    meta = registry.meta
-    origin = f"profile {meta['profile']}" if meta.get("profile") else (
-        f"probe cache {meta.get('cache', '?')}, probed in {meta.get('probe_seconds', 0)}s")
-    lines = [f"devcaps: {len(registry.devices)} device(s), {origin}; "
+    lines = [f"devcaps: {len(registry.devices)} device(s), {describe_origin(registry.meta)}; "
              f"device tests run on: {', '.join(state.selected) or 'none'}"]
     for identity in registry.devices:
         lines.append(f"devcaps: {describe_identity(identity)}")
@@ -134,58 +83,9 @@ class ReportingPlugin:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         state = session_state(self.config)
         if state.is_worker or not state.settings.json_path or state.settings.profile.value:
-            return  # a plan wrote its own report in pytest_runtestloop
+            return  # a plan wrote its own report (plan.pytest_runtestloop)
         write_json_report(Path(state.settings.json_path), state, list(self.tests.values()),
                           exitstatus=int(exitstatus), mode="run")
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtestloop(self, session: pytest.Session) -> bool | None:
-        state = session_state(self.config)
-        if not state.settings.profile.value or state.is_worker:
-            return None
-        plan = plan_items(session.items)
-        self.tests = {entry["nodeid"]: entry for entry in plan}
-        tr = self.config.pluginmanager.get_plugin("terminalreporter")
-        if tr is not None:
-            write_plan(tr, state, plan)
-        if state.settings.json_path:
-            write_json_report(Path(state.settings.json_path), state, plan, exitstatus=0, mode="plan")
-        return True
-
-
-def plan_items(items: list[pytest.Item]) -> list[dict[str, Any]]:
-    """What would run and what would be skipped (and for which capability), without running."""
-    plan = []
-    for item in items:
-        evaluation = item.stash.get(EVALUATION_KEY, None)
-        entry: dict[str, Any] = {"nodeid": item.nodeid, "outcome": "would-run"}
-        if evaluation is not None:
-            entry.update(device=evaluation.device, requires=list(evaluation.required),
-                         missing=[m.to_dict() for m in evaluation.missing])
-            if evaluation.skip:
-                entry["outcome"] = "would-skip"
-        plan.append(entry)
-    return plan
-
-
-def write_plan(tr: Any, state: SessionState, plan: list[dict[str, Any]]) -> None:
-    profile = state.registry.meta.get("profile")
-    runs = [p for p in plan if p["outcome"] == "would-run"]
-    skips = [p for p in plan if p["outcome"] == "would-skip"]
-    tr.section(f"devcaps plan for profile {profile}", sep="=")
-    by_cap: Counter[str] = Counter()
-    for entry in skips:
-        for missing in entry.get("missing", []):
-            by_cap[f"{missing['requirement']} on {missing['device']}: {missing['found']}"] += 1
-    for entry in plan:
-        if entry["outcome"] == "would-skip":
-            reasons = "; ".join(m["reason"] for m in entry["missing"])
-            tr.line(f"SKIP {entry['nodeid']}: {reasons}")
-        elif tr.config.get_verbosity() > 0:
-            tr.line(f"RUN  {entry['nodeid']}")
-    for line, count in sorted(by_cap.items(), key=lambda kv: (-kv[1], kv[0])):
-        tr.line(f"{count:5d}  skipped for {line}")
-    tr.line(f"{len(runs)} would run, {len(skips)} would be skipped on {profile} (nothing was run)")
 
 
 def write_json_report(path: Path, state: SessionState, tests: list[dict[str, Any]], *,

@@ -13,6 +13,12 @@ On the CPU: :func:`synchronize`, :func:`empty_cache`, :func:`reset_peak_memory_s
 :class:`MemoryStatsUnavailableError` (a ``RuntimeError``): torch keeps no allocator statistics
 for host memory, and a made-up 0 would let memory tests pass vacuously. Require the
 ``runtime.memory_stats`` capability in tests that read them.
+
+This module is also the one answer, for the probes and fixtures too, to which module serves a
+device type (:func:`device_module`), which accelerator torch was built for
+(:func:`accelerator_type`, :func:`is_accelerator`) and which ``torch.distributed`` backend is a
+device type's default (:func:`default_dist_backend`). It never imports pytest: the probe child
+process imports it.
 """
 
 from __future__ import annotations
@@ -25,9 +31,9 @@ if TYPE_CHECKING:
 Device = Union[str, "torch.device"]
 
 __all__ = [
-    "MemoryStatsUnavailableError", "device_count", "empty_cache", "manual_seed",
-    "max_memory_allocated", "memory_allocated", "memory_stats", "reset_peak_memory_stats",
-    "set_device", "synchronize",
+    "MemoryStatsUnavailableError", "accelerator_type", "default_dist_backend", "device_count",
+    "device_module", "empty_cache", "is_accelerator", "manual_seed", "max_memory_allocated",
+    "memory_allocated", "memory_stats", "reset_peak_memory_stats", "set_device", "synchronize",
 ]
 
 
@@ -41,18 +47,41 @@ def _device(device: Device) -> torch.device:
     return torch.device(device)
 
 
-def _is_accelerator(kind: str) -> bool:
-    import torch
-
-    accelerator = torch.accelerator.current_accelerator()
-    return accelerator is not None and accelerator.type == kind
-
-
-def _device_module(kind: str) -> Any | None:
-    """``torch.<kind>``, as ``torch.get_device_module`` finds it (without its cache)."""
+def device_module(kind: str) -> Any | None:
+    """``torch.<kind>`` (``torch.cuda``, ``torch.xpu``, a renamed PrivateUse1 module...), as
+    ``torch.get_device_module`` finds it, without its cache; None when torch has no such module."""
     import torch
 
     return getattr(torch, kind, None)
+
+
+def accelerator_type() -> str | None:
+    """The accelerator type torch was built for (``torch.accelerator.current_accelerator()``);
+    None on a CPU-only build."""
+    import torch
+
+    accelerator = torch.accelerator.current_accelerator()
+    return None if accelerator is None else accelerator.type
+
+
+def is_accelerator(kind: str) -> bool:
+    """True when device type ``kind`` is the accelerator torch was built for (never ``cpu``)."""
+    return accelerator_type() == kind
+
+
+def default_dist_backend(kind: str) -> str | None:
+    """``torch.distributed``'s default backend for device type ``kind`` (``gloo`` for the CPU,
+    ``nccl`` for CUDA...), as ``get_default_backend_for_device`` reads it from
+    ``Backend.default_device_backend_map``; None when this torch has no ``torch.distributed``
+    or registers no default backend for ``kind``."""
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        return None
+    try:
+        return str(dist.get_default_backend_for_device(kind))
+    except (RuntimeError, ValueError):  # an unknown device string; no backend registered
+        return None
 
 
 def _function(device: torch.device, name: str, *, memory: bool = False,
@@ -60,8 +89,8 @@ def _function(device: torch.device, name: str, *, memory: bool = False,
     """The device module's ``name`` function, else torch.accelerator[.memory]'s."""
     import torch
 
-    found = getattr(_device_module(device.type), name, None)
-    if found is None and _is_accelerator(device.type):
+    found = getattr(device_module(device.type), name, None)
+    if found is None and is_accelerator(device.type):
         namespace = getattr(torch.accelerator, "memory", None) if memory else torch.accelerator
         found = getattr(namespace, accelerator_name or name, None)
     return found
@@ -94,7 +123,7 @@ def manual_seed(seed: int, device: Device | None = None) -> None:
     if device is None:
         return
     dev = _device(device)
-    module = None if dev.type == "cpu" else _device_module(dev.type)
+    module = None if dev.type == "cpu" else device_module(dev.type)
     seeder = getattr(module, "manual_seed_all", None) or getattr(module, "manual_seed", None)
     if seeder is not None:
         seeder(seed)

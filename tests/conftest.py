@@ -15,3 +15,12 @@ def _shared_probe_cache(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytes
     if "PYTEST_DEVCAPS_CACHE_DIR" not in os.environ:
         root = Path(str(tmp_path_factory.getbasetemp())).parent / "devcaps-probe-cache"
         monkeypatch.setenv("PYTEST_DEVCAPS_CACHE_DIR", str(root))
+
+
+@pytest.fixture
+def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """pytester runs keep their file order: tests match their output line by line, and
+    pytest-randomly (when installed) would shuffle it; the outer session stays shuffled.
+    (Set after pytester's own setup, which clears ``PYTEST_ADDOPTS``.)"""
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:randomly")
+    return pytester

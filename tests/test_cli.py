@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -68,12 +70,29 @@ def test_bad_yaml_exits_2_naming_file(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_unknown_device_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["probe", "--device", "tpu"]) == 2
     assert "no device matches tpu" in capsys.readouterr().err
+    assert main(["probe", "--device", "gaudi"]) == 2
+    # the cpu is always the first device
+    assert capsys.readouterr().err.startswith("devcaps: error: --device: no device matches gaudi; devices: cpu")
+    assert main(["probe", "--device", "cpuu"]) == 2
+    assert "no device matches cpuu (did you mean 'cpu'?)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags", [["--device", "cpu"], ["--json"], ["--profile", "amd-mi300x"]])
+def test_probe_imports_no_pytest(flags: list[str]) -> None:
+    """``devcaps probe`` runs outside pytest; importing pytest would cost a warm run ~0.16 s."""
+    code = ("import sys; from pytest_devcaps.cli import main; status = main(sys.argv[1:]); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pytest', '_pytest')), "
+            "file=sys.stderr); sys.exit(status)")
+    result = subprocess.run([sys.executable, "-c", code, "probe", *flags], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "dtype.bf16" in result.stdout
+    assert result.stderr.splitlines()[-1] == "[]"
 
 
 def test_capability_matrix_has_a_column_per_device() -> None:
     from pytest_devcaps.model import CapabilityRecord, DeviceIdentity, Level
     from pytest_devcaps.registry import CapabilityRegistry
-    from pytest_devcaps.reporting import capability_matrix
+    from pytest_devcaps.table import capability_matrix
 
     devices = [DeviceIdentity(type="cpu", index=None, vendor="cpu", name="cpu", arch="avx2"),
                DeviceIdentity(type="acme", index=0, vendor="acme", name="N1", arch="n1")]

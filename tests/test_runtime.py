@@ -147,3 +147,26 @@ def test_the_device_module_comes_before_torch_accelerator(
     monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda *a: torch.device(FAKE))
     runtime.set_device(f"{FAKE}:1")
     assert fake.calls == [("set_device", (1,))]
+
+
+def test_accelerator_lookups_follow_torch_accelerator(
+        monkeypatch: pytest.MonkeyPatch, fake: FakeDeviceModule) -> None:
+    monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda *a: torch.device(FAKE))
+    assert runtime.accelerator_type() == FAKE
+    assert runtime.is_accelerator(FAKE) and not runtime.is_accelerator("cpu")
+    assert runtime.device_module(FAKE) is fake
+    assert runtime.device_module("nosuchdevice") is None
+    monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda *a: None)  # a CPU-only build
+    assert runtime.accelerator_type() is None
+    assert not runtime.is_accelerator("cpu") and not runtime.is_accelerator(FAKE)
+
+
+def test_default_dist_backend_reads_torchs_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch.distributed as dist
+
+    assert runtime.default_dist_backend("cpu") == "gloo"
+    assert runtime.default_dist_backend("meta") is None  # no backend registered for it
+    assert runtime.default_dist_backend("nosuchdevice") is None  # torch.device refuses the name
+    # an out-of-tree backend registering itself as a device type's default is seen too
+    monkeypatch.setitem(dist.Backend.default_device_backend_map, FAKE, "fakeccl")
+    assert runtime.default_dist_backend(FAKE) == "fakeccl"

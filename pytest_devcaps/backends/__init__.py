@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 from typing import Iterable
 
-from pytest_devcaps.backends.base import BackendAdapter, default_dist_backend_for
+from pytest_devcaps.backends.base import BackendAdapter
 from pytest_devcaps.backends.cpu import CpuAdapter
 from pytest_devcaps.backends.cuda import CudaAdapter
 from pytest_devcaps.backends.hpu import HpuAdapter
@@ -16,8 +16,7 @@ from pytest_devcaps.model import DeviceIdentity
 
 __all__ = [
     "BackendAdapter", "CpuAdapter", "CudaAdapter", "HpuAdapter", "MpsAdapter",
-    "PrivateUse1Adapter", "XpuAdapter", "builtin_backends", "default_dist_backend_for",
-    "discover_devices",
+    "PrivateUse1Adapter", "XpuAdapter", "builtin_backends", "discover_devices",
 ]
 
 

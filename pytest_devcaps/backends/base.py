@@ -22,24 +22,17 @@ class BackendAdapter(Protocol):
 
     @property
     def visible_devices_variable(self) -> str | None:
-        """The environment variable that selects visible devices (``CUDA_VISIBLE_DEVICES``...)."""
+        """The environment variable that selects visible devices (``CUDA_VISIBLE_DEVICES``...),
+        None where the type has none.
+
+        Nothing reads it yet: it is kept in the protocol for partitioning devices across
+        pytest-xdist workers (each worker sees its own slice through this variable).
+        """
         ...
 
     def is_available(self) -> bool: ...
 
     def discover(self) -> list[DeviceIdentity]: ...
-
-    def default_dist_backend(self) -> str | None: ...
-
-
-def default_dist_backend_for(device_type: str) -> str | None:
-    """``torch.distributed``'s default backend for the device type, None when it has none."""
-    try:
-        import torch.distributed as dist
-
-        return dist.get_default_backend_for_device(device_type)
-    except Exception:
-        return None
 
 
 def torch_version() -> str:
@@ -59,12 +52,9 @@ def total_ram_bytes() -> int | None:
 
 
 class TorchDeviceAdapter:
-    """Shared behaviour of the adapters: ``default_dist_backend`` from torch's own table."""
+    """Shared behaviour of the built-in adapters (a readable ``repr``)."""
 
     type: str = ""
-
-    def default_dist_backend(self) -> str | None:
-        return default_dist_backend_for(self.type)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} type={self.type!r}>"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from pytest_devcaps.backends.base import default_dist_backend_for, torch_version
+from pytest_devcaps.backends.base import torch_version
 from pytest_devcaps.model import DeviceIdentity
 
 _UNRENAMED = "privateuseone"
@@ -21,9 +21,6 @@ class PrivateUse1Adapter:
         import torch
 
         return str(torch._C._get_privateuse1_backend_name())
-
-    def default_dist_backend(self) -> str | None:
-        return default_dist_backend_for(self.type)
 
     def __repr__(self) -> str:
         return f"<PrivateUse1Adapter type={self.type!r}>"

@@ -64,19 +64,6 @@ def device_type(device: str) -> str:
     return device.split(":", 1)[0]
 
 
-def accelerator_type() -> str | None:
-    """The accelerator type torch was built for (``None`` on a CPU-only build)."""
-    import torch
-
-    accelerator = torch.accelerator.current_accelerator()
-    return None if accelerator is None else accelerator.type
-
-
-def is_current_accelerator(device: str) -> bool:
-    """True when ``device`` is of the accelerator type torch was built for (never for cpu)."""
-    return accelerator_type() == device_type(device)
-
-
 def call_probe(function: ProbeFunction, device: str) -> ProbeOutcome:
     """Call a probe; what it raises (it did not classify) or a non-outcome is ``UNKNOWN``.
 

@@ -12,14 +12,8 @@ import sys
 from pathlib import Path
 
 from pytest_devcaps.model import ProbeOutcome
-from pytest_devcaps.probes.base import (
-    device_type,
-    is_current_accelerator,
-    ran,
-    refused,
-    unknown,
-    unsupported,
-)
+from pytest_devcaps.probes.base import device_type, ran, refused, unknown, unsupported
+from pytest_devcaps.runtime import is_accelerator
 
 _REGISTRATION = re.compile(r"""register_backend_for_device\(\s*["'](\w+)["']""")
 
@@ -120,7 +114,7 @@ def probe_triton(device: str) -> ProbeOutcome:
     if installed is None:
         return unsupported("triton is not installed")
     listing = ", ".join(installed) or "none"
-    if not is_current_accelerator(device):
+    if not is_accelerator(kind):
         # Triton drivers target accelerators; a CPU backend exists only as the triton-cpu fork.
         if kind in installed:
             return ran(f"triton has a {kind} backend")

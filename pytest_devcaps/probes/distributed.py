@@ -9,6 +9,7 @@ import tempfile
 
 from pytest_devcaps.model import ProbeOutcome
 from pytest_devcaps.probes.base import device_type, ran, refused, unknown, unsupported
+from pytest_devcaps.runtime import default_dist_backend
 
 
 # Out-of-tree collective backends register themselves when this module is imported.
@@ -24,15 +25,6 @@ def _import_provider(name: str) -> None:
             importlib.import_module(module)
     except Exception:
         pass  # then the backend stays unregistered and the probe says so
-
-
-def _default_backend(kind: str) -> str | None:
-    import torch.distributed as dist
-
-    try:
-        return dist.get_default_backend_for_device(kind)
-    except Exception:
-        return None
 
 
 def _availability(name: str) -> ProbeOutcome | None:
@@ -57,7 +49,7 @@ def _backend_for_device(device: str, name: str) -> ProbeOutcome:
         return missing
     kind = device_type(device)
     handles = list(dist.Backend.backend_capability.get(name, ()))
-    if handles and kind not in handles and _default_backend(kind) != name:
+    if handles and kind not in handles and default_dist_backend(kind) != name:
         return unsupported(f"{name} is available but handles {', '.join(handles)} tensors, "
                            f"not {kind}")
     return ran(f"{name} is available for {kind} tensors")

@@ -2,26 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pytest_devcaps.model import ProbeOutcome
-from pytest_devcaps.probes.base import (
+from pytest_devcaps.probes.base import device_type, ran, refused, unknown, unsupported
+from pytest_devcaps.runtime import (
+    MemoryStatsUnavailableError,
     accelerator_type,
-    device_type,
-    is_current_accelerator,
-    ran,
-    refused,
-    unknown,
-    unsupported,
+    device_module,
+    is_accelerator,
+    memory_stats,
 )
 
 _GRAPH_METHODS = ("capture_begin", "capture_end", "replay")
-
-
-def _device_module(device: str) -> Any:
-    import torch
-
-    return getattr(torch, device_type(device), None)
 
 
 def _graph_class(device: str) -> tuple[type | None, str]:
@@ -29,9 +20,9 @@ def _graph_class(device: str) -> tuple[type | None, str]:
     import torch
 
     graph = getattr(torch.accelerator, "Graph", None)
-    if graph is not None and is_current_accelerator(device):
+    if graph is not None and is_accelerator(device_type(device)):
         return graph, "torch.accelerator.Graph"
-    module = _device_module(device)
+    module = device_module(device_type(device))
     for name in sorted(dir(module)) if module is not None else ():
         candidate = getattr(module, name, None)
         if (isinstance(candidate, type) and name.endswith("Graph")
@@ -117,14 +108,12 @@ def probe_memory_stats(device: str) -> ProbeOutcome:
     """Does :func:`pytest_devcaps.runtime.memory_stats`, the helper tests call, work here?"""
     import torch
 
-    from pytest_devcaps import runtime as helpers
-
     kind = device_type(device)
     try:
         keep = torch.empty(1024, device=device)
-        stats = helpers.memory_stats(device)
+        stats = memory_stats(device)
         del keep
-    except helpers.MemoryStatsUnavailableError:
+    except MemoryStatsUnavailableError:
         return unsupported(
             f"{kind} keeps no allocator statistics: torch.{kind} has no memory_stats and "
             f"torch.accelerator.memory serves {accelerator_type() or 'no device in this build'}"
@@ -139,7 +128,7 @@ def probe_memory_stats(device: str) -> ProbeOutcome:
 def probe_pinned_memory(device: str) -> ProbeOutcome:
     import torch
 
-    if not is_current_accelerator(device):
+    if not is_accelerator(device_type(device)):
         return unsupported(
             f"pinned host memory speeds copies to the accelerator; {device_type(device)} is not "
             f"the accelerator ({accelerator_type() or 'none in this build'})"

@@ -78,24 +78,6 @@ def test_cpu_identity_without_proc_cpuinfo(tmp_path) -> None:
     assert set(cpu.facts["isa"]) <= ISA_VOCABULARY
 
 
-def test_default_dist_backend_comes_from_torch() -> None:
-    assert CpuAdapter().default_dist_backend() == "gloo"
-    # Whatever torch says for hpu (None here; another test in the process may have registered
-    # torch's "fake" process group for hpu, which torch then reports as the default).
-    import torch.distributed as dist
-
-    try:
-        expected = str(dist.get_default_backend_for_device("hpu"))
-    except (RuntimeError, ValueError):
-        expected = None
-    assert HpuAdapter().default_dist_backend() == expected
-
-    class Odd(TorchDeviceAdapter):
-        type = "meta"
-
-    assert Odd().default_dist_backend() is None
-
-
 class _Fixed(TorchDeviceAdapter):
     def __init__(self, kind: str, *keys: int | None, fail: bool = False) -> None:
         self.type = kind

@@ -95,9 +95,6 @@ def test_out_of_tree_backend_and_adjust_hook(pytester: pytest.Pytester) -> None:
                 return [DeviceIdentity(type="acme", index=0, vendor="acme", name="Acme N1",
                                        arch="n1", count=2, facts={"generation": 1})]
 
-            def default_dist_backend(self):
-                return None
-
         @pytest.hookimpl(optionalhook=True)
         def pytest_devcaps_register_backends(registrar):
             registrar.add(AcmeBackend())

@@ -168,9 +168,16 @@ def test_unknown_profile_is_usage_error(pytester: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(["ERROR: *nvidia-h1000*"])
 
 
-def test_profile_plan_under_xdist_plans_in_one_process(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("args", [
+    ("-n", "2"),
+    ("-d", "--tx", "2*popen"),
+    # registered before xdist's entry point: the rewrite must not depend on plugin order
+    ("-p", "pytest_devcaps", "--dist", "load", "--tx", "2*popen"),
+], ids=["numprocesses", "distload", "dist-early-plugin"])
+def test_profile_plan_under_xdist_plans_in_one_process(pytester: pytest.Pytester, args: tuple[str, ...]) -> None:
     pytest.importorskip("xdist")
     pytester.makepyfile(PLAN_SUITE)
-    result = pytester.runpytest_subprocess("--devcaps-profile=amd-mi300x", "-n", "2")
+    result = pytester.runpytest_subprocess("--devcaps-profile=amd-mi300x", *args)
     assert result.ret == 0
     result.stdout.fnmatch_lines(["3 would run, 1 would be skipped on amd-mi300x (nothing was run)"])
+    result.stdout.no_fnmatch_line("*workers*")  # xdist started none ("created: 2/2 workers")

@@ -107,9 +107,6 @@ class AcmeBackend:
     def discover(self):
         return [DeviceIdentity(type="acme", index=0, vendor="acme", name="Acme N1", arch="n1", count=2)]
 
-    def default_dist_backend(self):
-        return None
-
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_devcaps_register_backends(registrar):
