@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pytest_devcaps.cache import write_atomic
+from pytest_devcaps.files import write_atomic
 from pytest_devcaps.model import CapabilityRecord, DeviceIdentity, Level
 from pytest_devcaps.state import EVALUATION_KEY, SessionState, session_state
 
