@@ -48,14 +48,6 @@ def _exit_when_orphaned(parent_pid: int) -> None:
     threading.Thread(target=watch, name="devcaps-parent-watch", daemon=True).start()
 
 
-def _skip_reason(exc: BaseException) -> str | None:
-    """The reason of pytest's Skipped (pytest is only imported if the body already did)."""
-    outcomes = sys.modules.get("_pytest.outcomes")
-    if outcomes is not None and isinstance(exc, outcomes.Skipped):
-        return str(exc.msg)
-    return None
-
-
 def _run(task: Task, rank: int, run_dir: str) -> RankOutcome:
     import torch
     import torch.distributed as dist
@@ -116,11 +108,7 @@ def main(run_dir: str, rank: int) -> None:
     try:
         outcome = _run(task, rank, run_dir)
     except BaseException as exc:  # noqa: BLE001 - every failure must reach the parent
-        reason = _skip_reason(exc)
-        if reason is not None:
-            outcome = RankOutcome(rank=rank, status="skipped", message=reason)
-        else:
-            outcome = RankOutcome.failed(rank, exc)
+        outcome = RankOutcome.from_exception(rank, exc)
     write_atomic_bytes(outcome_path, pickle.dumps(outcome))  # the parent never reads half of one
     try:
         _leave_process_group(wait_for_peers=outcome.status != "error")

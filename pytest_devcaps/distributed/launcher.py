@@ -18,7 +18,6 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
-from pytest_devcaps.distributed._worker import _skip_reason
 from pytest_devcaps.distributed.context import RankContext, rank_device
 from pytest_devcaps import runtime
 from pytest_devcaps.distributed.task import RankOutcome
@@ -85,10 +84,7 @@ def run_in_process(fn: Callable[..., Any], args: Sequence[Any], *, info: LaunchI
     try:
         outcome = RankOutcome(rank=info.rank, status="ok", value=pickle.dumps(fn(ctx, *args)))
     except BaseException as exc:  # noqa: BLE001 - the other ranks must hear about it
-        reason = _skip_reason(exc)
-        outcome = (RankOutcome(rank=info.rank, status="skipped", message=reason)
-                   if reason is not None else
-                   RankOutcome.failed(info.rank, exc))
+        outcome = RankOutcome.from_exception(info.rank, exc)
     gathered: list[Any] = [None] * info.world_size
     try:
         dist.all_gather_object(gathered, outcome)

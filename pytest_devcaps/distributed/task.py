@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import traceback
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -61,8 +62,21 @@ class RankOutcome:
     summary: str = ""
 
     @classmethod
-    def failed(cls, rank: int, exc: BaseException) -> RankOutcome:
-        """The outcome of a body that raised ``exc`` (call inside the ``except`` block)."""
+    def from_exception(cls, rank: int, exc: BaseException) -> RankOutcome:
+        """The outcome of a body that raised ``exc``: ``skipped`` with the reason for pytest's
+        ``Skipped`` (``pytest.skip``), else ``error`` with the traceback and a one-line summary."""
+        reason = _skip_reason(exc)
+        if reason is not None:
+            return cls(rank=rank, status="skipped", message=reason)
         first = (str(exc).strip().splitlines() or [""])[0]
-        return cls(rank=rank, status="error", message=traceback.format_exc(),
+        return cls(rank=rank, status="error",
+                   message="".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
                    summary=f"{type(exc).__name__}: {first}" if first else type(exc).__name__)
+
+
+def _skip_reason(exc: BaseException) -> str | None:
+    """The reason of pytest's Skipped (pytest is only looked up if the body already imported it)."""
+    outcomes = sys.modules.get("_pytest.outcomes")
+    if outcomes is not None and isinstance(exc, outcomes.Skipped):
+        return str(exc.msg)
+    return None
