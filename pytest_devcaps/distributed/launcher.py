@@ -73,8 +73,8 @@ def ensure_process_group(info: LaunchInfo, device: torch.device, backend: str,
     return None
 
 
-def run_in_process(fn: Callable[..., Any], args: Sequence[Any], *, info: LaunchInfo,
-                   device: torch.device, backend: str) -> list[RankOutcome]:
+def run_on_launched_rank(fn: Callable[..., Any], args: Sequence[Any], *, info: LaunchInfo,
+                         device: torch.device, backend: str) -> list[RankOutcome]:
     """Run ``fn(ctx, *args)`` on this rank and all-gather every rank's outcome."""
     import torch.distributed as dist
 

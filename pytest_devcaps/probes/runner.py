@@ -50,11 +50,11 @@ def run_probes(device: str, specs: Mapping[str, ProbeSpec], *, timeout: float = 
             results.setdefault(name, failed)
     for name, spec in specs.items():
         if not spec.isolated:
-            results[name] = run_in_process(spec, device)
+            results[name] = run_probe_in_this_process(spec, device)
     return {name: results[name] for name in specs}
 
 
-def run_in_process(spec: ProbeSpec, device: str) -> ProbeOutcome:
+def run_probe_in_this_process(spec: ProbeSpec, device: str) -> ProbeOutcome:
     """Call one probe here, turning anything it raises into ``UNKNOWN``."""
     return call_probe(spec.function, device)
 
