@@ -12,10 +12,12 @@ import inspect
 import sys
 from typing import Any, Callable
 
+from pytest_devcaps.errors import DevcapsError
+
 _HINT = "define it at module level of an importable module (a test module is fine)"
 
 
-class NotImportableError(TypeError):
+class NotImportableError(DevcapsError, TypeError):
     """A function cannot be found by name in a fresh interpreter."""
 
 
