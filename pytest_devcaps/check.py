@@ -1,4 +1,9 @@
-"""``devcaps check``: the capability table, then every bundled suite on every device, as a matrix."""
+"""``devcaps check``: the capability table, then every bundled suite on every device, as a matrix.
+
+Each suite runs in a child pytest that prints one line per test as it starts and ends (``-v``),
+so a long suite shows where it is. ``--json`` writes a ``check`` report (``report.formats``):
+the capability records and every suite's per-test outcomes, ready for ``devcaps report``.
+"""
 
 from __future__ import annotations
 
@@ -13,19 +18,29 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
+
+from pytest_devcaps.report.formats import classify_outcome, stamp
+
+if TYPE_CHECKING:
+    from pytest_devcaps.registry import CapabilityRegistry
 
 SUITES = ("kernels", "fsdp", "dynamo")
 
 
 @dataclass
 class SuiteResult:
-    """Counts per device for one suite run."""
+    """Counts per device for one suite run, and its tests as the child's JSON report has them."""
 
     name: str
     exit_code: int
     seconds: float
     counts: dict[str, Counter[str]] = field(default_factory=dict)
+    tests: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"suite": self.name, "exit_code": self.exit_code, "seconds": round(self.seconds, 2),
+                "counts": {d: dict(c) for d, c in self.counts.items()}, "tests": self.tests}
 
 
 def available_suites(wanted: Sequence[str] = ()) -> list[str]:
@@ -40,20 +55,15 @@ def available_suites(wanted: Sequence[str] = ()) -> list[str]:
     return [n for n in names if importlib.util.find_spec(f"pytest_devcaps.suites.{n}") is not None]
 
 
-def classify_outcome(test: dict[str, Any]) -> str:
-    outcome = test.get("outcome") or "error"
-    if outcome == "skipped":
-        return "skipped-by-capability" if test.get("missing") else "skipped-other"
-    return outcome
-
-
 def run_suite(name: str, pytest_args: Sequence[str], *, devices: str | None,
               overrides: Sequence[str]) -> SuiteResult:
     """Run one suite in a child pytest (live progress on our stdout) and read its JSON report."""
     with tempfile.TemporaryDirectory(prefix="devcaps-check-") as tmp:
         report = Path(tmp) / "report.json"
+        # -v: each test's id when it starts, its outcome when it ends (the live progress);
+        # --no-header: the capability table was printed once already
         command = [sys.executable, "-m", "pytest", "--pyargs", f"pytest_devcaps.suites.{name}",
-                   "-p", "pytest_devcaps", "-q", "-rfE", f"--devcaps-json={report}",
+                   "-p", "pytest_devcaps", "-v", "--no-header", "-rfE", f"--devcaps-json={report}",
                    "-p", "no:cacheprovider", *pytest_args]
         if devices:
             command.append(f"--devcaps-devices={devices}")
@@ -62,7 +72,8 @@ def run_suite(name: str, pytest_args: Sequence[str], *, devices: str | None,
         exit_code = subprocess.call(command, cwd=tmp, env=dict(os.environ))
         result = SuiteResult(name, exit_code, time.perf_counter() - started)
         if report.is_file():
-            for test in json.loads(report.read_text())["tests"]:
+            result.tests = json.loads(report.read_text())["tests"]
+            for test in result.tests:
                 device = test.get("device") or "no-device"
                 result.counts.setdefault(device, Counter())[classify_outcome(test)] += 1
         return result
@@ -91,7 +102,7 @@ def command_check(args: argparse.Namespace) -> int:
     from pytest_devcaps.registry import RegistryOptions
     from pytest_devcaps.table import show_registry
 
-    show_registry(RegistryOptions(overrides=tuple(args.overrides)))
+    registry = show_registry(RegistryOptions(overrides=tuple(args.overrides)))
     suites = available_suites(args.suite)
     if not suites:
         print("devcaps check: no bundled suite is installed", file=sys.stderr)
@@ -104,17 +115,29 @@ def command_check(args: argparse.Namespace) -> int:
     print("\ndevcaps check: suite x device")
     for line in format_matrix(results):
         print(line)
-    if args.json:
-        from pytest_devcaps.files import write_atomic
-
-        write_atomic(Path(args.json), json.dumps(
-            [{"suite": r.name, "exit_code": r.exit_code, "seconds": round(r.seconds, 2),
-              "counts": {d: dict(c) for d, c in r.counts.items()}} for r in results], indent=1))
     # A suite that ran nothing (exit code 5) proves nothing: it fails the check too.
     failed = [r for r in results if r.exit_code != 0 or
               any(c["failed"] or c["error"] for c in r.counts.values())]
+    if args.json:
+        from pytest_devcaps.files import write_atomic
+
+        write_atomic(Path(args.json), check_json(registry, results, passed=not failed))
     if failed:
         print(f"devcaps check: FAILED in {', '.join(r.name for r in failed)}")
         return 1
     print("devcaps check: all suites passed")
     return 0
+
+
+def check_json(registry: CapabilityRegistry, results: Sequence[SuiteResult], *,
+               passed: bool) -> str:
+    """The ``check`` report: the registry's devices and records, each suite with its tests."""
+    payload = {
+        **stamp("check"),
+        "passed": passed,
+        "devices": [identity.to_dict() for identity in registry.devices],
+        "capabilities": [record.to_dict() for record in registry],
+        "meta": registry.meta,
+        "suites": [result.to_dict() for result in results],
+    }
+    return json.dumps(payload, indent=1, sort_keys=True, default=str)

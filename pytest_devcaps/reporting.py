@@ -11,10 +11,9 @@ from typing import Any
 import pytest
 
 from pytest_devcaps.files import write_atomic
+from pytest_devcaps.report.formats import PYTEST_FORMAT as JSON_FORMAT
 from pytest_devcaps.state import SessionState, session_state
 from pytest_devcaps.table import capability_table, compact_levels, describe_identity, describe_origin
-
-JSON_FORMAT = 1
 
 
 def header_lines(state: SessionState, *, verbose: bool) -> list[str]:
@@ -93,6 +92,7 @@ def write_json_report(path: Path, state: SessionState, tests: list[dict[str, Any
     registry = state.registry
     payload = {
         "format": JSON_FORMAT,
+        "kind": "pytest",
         "mode": mode,
         "exitstatus": exitstatus,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

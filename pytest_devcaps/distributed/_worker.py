@@ -3,7 +3,7 @@
 Crash and hang diagnostics come first, before anything heavy is imported: faulthandler writes
 to ``rank<r>.stacks`` on fatal signals and on SIGUSR1 from the parent, and ``rank<r>.ready``
 tells the parent the handler is in place (a SIGUSR1 before that would kill the rank). Then
-torch is imported once and the rank serves tasks: the parent writes a task directory's path
+torch is imported once (``rank<r>.booted``: start-up is over) and the rank serves tasks: the parent writes a task directory's path
 on the rank's stdin; per task the rank sends its output and stacks to that directory, joins a
 fresh process group there, runs the function, writes its outcome, leaves the group, puts back
 the process state a body may change, and writes the task's name to ``rank<r>.done`` in the
@@ -29,6 +29,7 @@ STACKS_FILE = "rank{rank}.stacks"
 LOG_FILE = "rank{rank}.log"
 OUTCOME_FILE = "rank{rank}.outcome"
 READY_FILE = "rank{rank}.ready"
+BOOTED_FILE = "rank{rank}.booted"
 DONE_FILE = "rank{rank}.done"
 STORE_FILE = "store"
 ORPHAN_EXIT_CODE = 70
@@ -213,6 +214,7 @@ def main(world_dir: str, rank: int, parent_pid: int) -> None:
     import torch.distributed  # noqa: F401
 
     state = _ProcessState.capture()
+    Path(world_dir, BOOTED_FILE.format(rank=rank)).touch()  # the task's watchdog starts now
     for line in sys.stdin:  # end of input: the parent closed the world
         if not serve_task(line.strip(), rank, state, world_dir):
             sys.exit(1)

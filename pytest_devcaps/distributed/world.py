@@ -32,6 +32,7 @@ from types import FrameType
 from typing import IO, Any, Callable, Mapping, Sequence
 
 from pytest_devcaps.distributed._worker import (
+    BOOTED_FILE,
     DONE_FILE,
     LOG_FILE,
     OUTCOME_FILE,
@@ -48,6 +49,8 @@ TEARDOWN_S = 10.0
 SETTLE_S = 60.0
 """How long a reused world's ranks may still take to finish the last task (leave its process
 group, put the process state back) before the next task; past that the world is closed."""
+CLOSE_WAIT_S = 5.0
+"""How long idle ranks get to exit by themselves when their world closes."""
 LOG_TAIL_LINES = 40
 RUN_DIR_PREFIX = "devcaps-dist-"
 _POLL_S = 0.02
@@ -93,6 +96,7 @@ class World:
         self.reusable = True
         self._tasks = itertools.count()
         self._last_task = ""
+        self._booted = False
         self._ranks: list[_Rank] = []
         _open_worlds.add(self)
         try:
@@ -137,7 +141,8 @@ class World:
             return False
 
     def run(self, task: Task, timeout_s: float, describe: str) -> TaskResult:
-        """Run ``task`` on every rank; ``describe`` heads the failure report."""
+        """Run ``task`` on every rank; ``describe`` heads the failure report. The watchdog
+        (``timeout_s``) starts once the ranks have started; start-up gets the same time."""
         self._last_task = f"task{next(self._tasks)}"
         task_dir = self.dir / self._last_task
         task_dir.mkdir()
@@ -147,7 +152,9 @@ class World:
             for r in self._ranks:
                 r.outcome, r.stack_dumped, r.fate = None, False, ""
                 _send(r, f"{task_dir}\n")
-            timed_out = _watch(self._ranks, task_dir, self._done, time.monotonic() + timeout_s)
+            booted = self._await_boot(timeout_s)
+            timed_out = _watch(self._ranks, task_dir, self._done,
+                               time.monotonic() + (timeout_s if booted else 0.0))
             for r in self._ranks:
                 if r.outcome is None:
                     r.outcome = _read_outcome(task_dir, r.rank)
@@ -156,8 +163,10 @@ class World:
             if timed_out or any(o is None or o.status == "error" for o in outcomes):
                 self.reusable = False
                 self._dump_and_kill()
-                head = describe + (f": watchdog timeout after {timeout_s:g}s" if timed_out else "")
-                return TaskResult([], _report(head, self._ranks, task_dir, self.dir))
+                if timed_out:
+                    describe += (f": watchdog timeout after {timeout_s:g}s" if booted
+                                 else f": ranks still starting after {timeout_s:g}s")
+                return TaskResult([], _report(describe, self._ranks, task_dir, self.dir))
             return TaskResult([o for o in outcomes if o is not None])
         except BaseException:
             self.reusable = False
@@ -165,6 +174,21 @@ class World:
         finally:
             if not self.keep_dir:
                 shutil.rmtree(task_dir, ignore_errors=True)
+
+    def _await_boot(self, timeout_s: float) -> bool:
+        """Wait until every rank has started (imported torch) or one exited: start-up is the
+        harness's cost, so a task's watchdog starts after it. False when start-up itself took
+        longer than ``timeout_s`` (the task then gets no time of its own)."""
+        deadline = time.monotonic() + timeout_s
+        while not self._booted:
+            self._booted = all((self.dir / BOOTED_FILE.format(rank=r.rank)).exists()
+                               for r in self._ranks)
+            if any(r.proc.poll() is not None for r in self._ranks):
+                return True  # the watch reports the rank that died
+            if not self._booted and time.monotonic() >= deadline:
+                return False
+            time.sleep(_POLL_S)
+        return True
 
     def _dump_and_kill(self) -> None:
         alive = [r for r in self._ranks if r.proc.poll() is None and r.outcome is None]
@@ -185,13 +209,20 @@ class World:
             _kill(r.proc)
 
     def close(self) -> None:
-        """Stop every rank (end of input, then a kill) and remove the world's directory."""
+        """Stop every rank and remove the world's directory: end of input lets idle ranks exit
+        on their own (atexit handlers run: coverage.py writes its data there); busy ranks, and
+        idle ones still running after :data:`CLOSE_WAIT_S`, are killed with their process group."""
         self.reusable = False
         for r in self._ranks:
             try:
                 r.stdin.close()
             except OSError:
                 pass
+        idle = all(self._done(r) for r in self._ranks) if self._last_task else True
+        deadline = time.monotonic() + (CLOSE_WAIT_S if idle else 0.0)
+        while any(r.proc.poll() is None for r in self._ranks) and time.monotonic() < deadline:
+            time.sleep(_POLL_S)
+        for r in self._ranks:
             _kill(r.proc)
         self._ranks = []
         if not self.keep_dir:

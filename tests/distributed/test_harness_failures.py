@@ -17,6 +17,10 @@ from _procs import HAVE_PROC, children, gone
 
 pytestmark = pytest.mark.skipif(not HAVE_PROC, reason="counts processes through /proc")
 
+HANG_S = 15
+"""The hung world's watchdog: it starts once the ranks have imported torch, and covers the
+body's own imports (pytest, the test module), which take seconds on a loaded machine."""
+
 FAILING = textwrap.dedent("""
     import os, sys, time
     import pytest, torch, torch.distributed as dist
@@ -60,14 +64,14 @@ FAILING = textwrap.dedent("""
         distributed.run(raises, world_size=2)
 
     def test_hangs():
-        DistributedRunner("cpu", "gloo", timeout_s=8, launch=None).run(hangs, world_size=2)
+        DistributedRunner("cpu", "gloo", timeout_s=@HANG_S@, launch=None).run(hangs, world_size=2)
 
     def test_segfaults(distributed):
         distributed.run(segfaults, world_size=2)
 
     def test_works(distributed):
         assert distributed.run(works, world_size=2) == [2.0, 2.0]
-""")
+""").replace("@HANG_S@", str(HANG_S))
 
 
 FAST_S = 30
@@ -92,8 +96,8 @@ def test_failing_ranks_fail_fast_with_tracebacks_and_no_orphans(
     result.stdout.fnmatch_lines(["*rank 1: raised ValueError: rank one is broken*"])
     assert 'in raises\n' in out and "rank 0: raised RuntimeError" in out
 
-    # hung: the watchdog (8 s) stops it; the sleeping rank's stack comes from faulthandler
-    assert reports["test_hangs"].duration < 8 + FAST_S
+    # hung: the watchdog stops it; the sleeping rank's stack comes from faulthandler
+    assert reports["test_hangs"].duration < HANG_S + FAST_S
     result.stdout.fnmatch_lines(["*rank 1: hung (still running)*",
                                  "*rank 1: stacks when stopped (faulthandler)*"])
     assert "in hangs" in out
@@ -217,7 +221,10 @@ def test_ranks_exit_when_the_parent_dies(tmp_path: Path) -> None:
     pid_dir = tmp_path / "pids"
     pid_dir.mkdir()
     root = str(Path(__file__).resolve().parents[2])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    temp = tmp_path / "tmp"  # SIGKILL leaves the world's directory: here, not in /tmp
+    temp.mkdir()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]),
+           "TMPDIR": str(temp)}
     parent = subprocess.Popen([sys.executable, str(tmp_path / "parent.py"), str(tmp_path),
                                str(pid_dir)], env=env)
     try:
