@@ -108,3 +108,12 @@ def test_capability_matrix_has_a_column_per_device() -> None:
     lines = capability_matrix(CapabilityRegistry(devices, records, catalogue), devices)
     assert lines[0].split() == ["cpu", "acme:0"]
     assert lines[1].split() == ["dtype.bf16", "emulated/probe", "native/vendor-rule"]
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_devcaps.version import __version__
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out == f"pytest-devcaps {__version__}\n"

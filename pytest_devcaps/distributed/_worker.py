@@ -63,6 +63,7 @@ class _ProcessState:
     environ: dict[str, str]
     cwd: str
     default_dtype: Any
+    default_device: Any
     deterministic: bool
 
     @classmethod
@@ -71,10 +72,14 @@ class _ProcessState:
 
         return cls(environ=dict(os.environ), cwd=os.getcwd(),
                    default_dtype=torch.get_default_dtype(),
+                   default_device=torch.get_default_device(),
                    deterministic=torch.are_deterministic_algorithms_enabled())
 
     def restore(self) -> None:
+        """As a fresh rank was; the CPU random generators get a new unpredictable seed, as a new
+        interpreter's do (torch's initial seed is random), so no task replays another's draws."""
         import gc
+        import random
 
         import torch
 
@@ -83,8 +88,11 @@ class _ProcessState:
             os.environ.update(self.environ)
         os.chdir(self.cwd)
         torch.set_default_dtype(self.default_dtype)
+        torch.set_default_device(self.default_device)
         torch.set_grad_enabled(True)
         torch.use_deterministic_algorithms(self.deterministic)
+        torch.seed()
+        random.seed()
         dynamo = sys.modules.get("torch._dynamo")
         if dynamo is not None:
             dynamo.reset()  # compiled frames and guards of the last body

@@ -46,6 +46,7 @@ def pid(ctx: RankContext) -> int:
 def dirty_the_process(ctx: RankContext) -> int:
     """Changes what the next task on this rank must not see."""
     os.environ["DEVCAPS_TEST_LEFTOVER"] = "1"
+    torch.manual_seed(0)
     torch.set_default_dtype(torch.float64)
     torch.set_grad_enabled(False)
     os.chdir("/")
@@ -55,7 +56,7 @@ def dirty_the_process(ctx: RankContext) -> int:
 def process_state(ctx: RankContext) -> dict[str, object]:
     return {"pid": os.getpid(), "leftover": os.environ.get("DEVCAPS_TEST_LEFTOVER"),
             "dtype": str(torch.get_default_dtype()), "grad": torch.is_grad_enabled(),
-            "cwd": os.getcwd()}
+            "cwd": os.getcwd(), "seed": torch.initial_seed()}
 
 
 def fail_on_rank_one(ctx: RankContext) -> int:

@@ -42,6 +42,7 @@ def test_a_world_is_reused_and_a_body_leaves_nothing_behind(runner: DistributedR
     assert [s["pid"] for s in state] == first  # the same rank processes
     for s in state:  # what the first body changed is put back
         assert s["leftover"] is None and s["dtype"] == "torch.float32" and s["grad"] is True
+        assert s["seed"] != 0  # reseeded like a new interpreter, not left at manual_seed(0)
         assert s["cwd"] == str(tmp_path)  # each task runs in the caller's directory
     assert len(session_pool()) == 1
 
