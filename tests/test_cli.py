@@ -108,3 +108,12 @@ def test_capability_matrix_has_a_column_per_device() -> None:
     lines = capability_matrix(CapabilityRegistry(devices, records, catalogue), devices)
     assert lines[0].split() == ["cpu", "acme:0"]
     assert lines[1].split() == ["dtype.bf16", "emulated/probe", "native/vendor-rule"]
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "0", "-5", "soon"])
+def test_probe_timeout_must_be_finite_and_positive(capsys: pytest.CaptureFixture[str], value: str) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["probe", "--probe-timeout", value])
+    assert info.value.code == 2
+    assert (f"devcaps probe: error: argument --probe-timeout: must be a finite number of seconds above 0 "
+            f"and at most 86400, got '{value}'") in capsys.readouterr().err
