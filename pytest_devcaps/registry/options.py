@@ -6,8 +6,9 @@ import math
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable, Sequence
 
-from pytest_devcaps.errors import ConfigError, short_repr
+from pytest_devcaps.errors import ConfigError, did_you_mean, short_repr
 from pytest_devcaps.model import DeviceIdentity, Level
 
 
@@ -64,6 +65,19 @@ class CapabilitySetting:
 
     def applies_to(self, identity: DeviceIdentity) -> bool:
         return self.device is None or self.device in (identity.type, identity.key)
+
+
+def check_setting_devices(settings: Iterable[CapabilitySetting],
+                          identities: Sequence[DeviceIdentity]) -> None:
+    """Refuse a ``CAP=LEVEL@DEVICE`` whose device matches none of ``identities``: it would
+    change nothing, silently (``@cdua``, or ``@cuda`` on a machine without one)."""
+    keys = [identity.key for identity in identities]
+    names = list(dict.fromkeys([identity.type for identity in identities] + keys))
+    for setting in settings:
+        if setting.device is not None and not any(setting.applies_to(i) for i in identities):
+            raise ConfigError(f"no device here matches {setting.device!r}"
+                              f"{did_you_mean(setting.device, names)}; devices: {', '.join(keys)}",
+                              file="command line", key=f"{setting.capability}@{setting.device}")
 
 
 @dataclass(frozen=True)

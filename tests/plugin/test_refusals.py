@@ -129,6 +129,16 @@ def test_device_list_that_names_nothing_is_a_usage_error(pytester: pytest.Pytest
     result.stderr.fnmatch_lines(["ERROR: pytest-devcaps: --devcaps-devices: ',' names nothing"])
 
 
+def test_set_for_a_device_that_matches_nothing_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(DEVICE_TEST)
+    result = pytester.runpytest("--devcaps-set=dtype.bf16=unsupported@cpuu")
+    assert result.ret == USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: pytest-devcaps: command line: dtype.bf16@cpuu: no device here "
+                                 "matches 'cpuu' (did you mean 'cpu'?); devices: cpu*"])
+    # A device type or key that is present still works.
+    pytester.runpytest("--devcaps-set=dtype.bf16=unsupported@cpu").assert_outcomes(passed=1)
+
+
 # -- marker arguments -------------------------------------------------------------------------
 
 BAD_MARKS = {
