@@ -60,7 +60,7 @@ def test_line_dict_records_lines() -> None:
          "capabilities.dtype.fp16.descripton", ["did you mean 'description'"]),
         (CATALOGUE_HEAD + "  dtype.fp16:\n    description: x\n    probe: dtype.fp16\n", 11,
          "capabilities.dtype.fp16.probe",
-         ["unknown key 'probe'", "valid keys: description, dtypes, implies"]),
+         ["unknown key 'probe'", "valid keys: aliases, description, dtypes, implies"]),
         (CATALOGUE_HEAD + "  dtype.fp16:\n    description: x\n    dtypes: [float16, bfloat16]\n", 9,
          "capabilities.dtype.fp16", ["dtype 'bfloat16' is already gated by 'dtype.bf16'"]),
         (CATALOGUE_HEAD + "  dtype.fp16:\n    description: x\n    dtypes: [torch.float16]\n", 11,
