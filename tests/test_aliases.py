@@ -3,6 +3,8 @@ capabilities answered; bad aliases are refused where they are declared."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from pytest_devcaps.config import CapabilitySpec, Catalogue, load_catalogue
@@ -118,3 +120,18 @@ def test_a_misspelt_pytorch_name_in_a_marker_fails_collection(pytester: pytest.P
     result = pytester.runpytest("--devcaps-devices=cpu")
     assert result.ret != 0
     result.stdout.fnmatch_lines(["*did you mean 'attention.flash_attention'?*"])
+
+
+def test_settings_and_override_keys_take_the_capabilitys_own_name(tmp_path: Path) -> None:
+    from pytest_devcaps.registry import CapabilitySetting
+    from pytest_devcaps.model import Level
+
+    with pytest.raises(ConfigError, match="'dtype.fp8' is an alias of 'mm.scaled'; use the "
+                                          "capability's own name 'mm.scaled' here"):
+        build_registry(RegistryOptions(profile="nvidia-h100",
+                                       settings=(CapabilitySetting("dtype.fp8", Level.NATIVE),)))
+    override = tmp_path / "ov.yaml"
+    override.write_text("devcaps: 1\noverrides:\n  - set:\n      lib.triton: native\n")
+    with pytest.raises(ConfigError, match="'lib.triton' is an alias of 'compile.triton'") as info:
+        build_registry(RegistryOptions(profile="nvidia-h100", overrides=(str(override),)))
+    assert info.value.line == 4

@@ -317,11 +317,21 @@ def parse_verdict(value: Any, where: Where, default_reason: str) -> RuleVerdict:
 
 
 def capability_key(name: Any, where: Where, known: Mapping[str, Any]) -> str:
-    """A capability name used as a key: valid form and declared in the catalogue."""
+    """A capability name used as a key: valid form and declared in the catalogue (an alias is
+    refused naming the capability it stands for: keys take the capability's own name)."""
     if name not in known:
         check_capability_name(name, where)
-        raise where.error(f"unknown capability {name!r}{did_you_mean(str(name), known)}")
+        raise where.error(alias_or_unknown(str(name), known))
     return str(name)
+
+
+def alias_or_unknown(name: str, known: Mapping[str, Any]) -> str:
+    """Why ``name`` is not a capability: an alias of one (say which), or unknown (closest name)."""
+    owner = next((spec.name for spec in known.values()
+                  if name in getattr(spec, "aliases", ())), None)
+    if owner is not None:
+        return f"{name!r} is an alias of {owner!r}; use the capability's own name {owner!r} here"
+    return f"unknown capability {name!r}{did_you_mean(name, known)}"
 
 
 def _parse_capability(name: Any, body: Any, where: Where) -> CapabilitySpec:
