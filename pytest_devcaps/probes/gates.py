@@ -7,7 +7,7 @@ function it mirrors. Probes read the live device's facts (:func:`live_facts`, fr
 the one source of facts), run the op, and explain a refusal with the gate; tests feed the gates
 every shipped profile's facts and check that they agree with the vendor rules, so a probe on
 real hardware and the rule for the same device cannot silently tell different stories.
-Standard library only, apart from the backends :func:`live_facts` asks.
+Never imports torch itself (only the backends :func:`live_facts` asks do).
 """
 
 from __future__ import annotations
