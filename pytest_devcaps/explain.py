@@ -114,8 +114,8 @@ def decision_lines(catalogue: Catalogue, identity: DeviceIdentity, record: Capab
     """For an ``unknown`` answer: exactly what would decide it."""
     capability = record.capability
     ways: list[str] = []
-    if record.source == "implies":
-        needed = next((t for t in catalogue.capabilities[capability].implies), capability)
+    if record.source == "implies":  # ImpliesLayer: "needs <capability>, which is ..."
+        needed = record.reason.split(",", 1)[0].removeprefix("needs ")
         ways.append(f"{record.reason}: decide that first (devcaps probe --explain {needed})")
     elif record.source == "probe":
         ways.append(f"the probe could not tell ({record.reason}); rerun it with --reprobe or a "
@@ -124,6 +124,8 @@ def decision_lines(catalogue: Catalogue, identity: DeviceIdentity, record: Capab
         ways.append(f"the rule says what decides it: {record.reason}")
     elif record.source == UNANSWERED_SOURCE:
         ways.append(_no_rule_decider(catalogue, identity, capability))
+    else:  # a profile, override file, --devcaps-set or hook said unknown on purpose
+        ways.append(f"{record.source} set it to unknown: change that setting")
     if record.source in (_RULE_SOURCE, UNANSWERED_SOURCE) and probe is not None:
         ways.append(_probe_decider(capability, probe))
     ways.append(f"an override file entry (set: {{{capability}: native|emulated|unsupported}}) "

@@ -107,6 +107,17 @@ def test_replacing_layers_are_listed(tmp_path: Path) -> None:
     assert "final: unsupported (source cli)" in text
 
 
+def test_unknown_from_an_implication_or_a_setting_says_where_to_look() -> None:
+    options = RegistryOptions(profile="nvidia-h100",
+                              settings=(CapabilitySetting("runtime.events", Level.UNKNOWN),))
+    registry = build_registry(options)
+    explained = _explain_all(registry, options)
+    streams = "\n".join(explained["runtime.streams"])
+    assert "final: unknown (source implies)" in streams
+    assert "decide that first (devcaps probe --explain runtime.events)" in streams
+    assert "cli set it to unknown: change that setting" in "\n".join(explained["runtime.events"])
+
+
 def test_missing_facts_are_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     profile = tmp_path / "gpu.yaml"
     profile.write_text("devcaps: 1\nprofile:\n  name: odd\n  devices:\n    - {type: cuda, vendor: amd, "

@@ -224,8 +224,11 @@ DEVICE = "    - {type: cuda, vendor: nvidia, arch: sm_90"
         ("profile:\n  name: p\n  devices:\n    - {type: CUDA, arch: sm_90}\n", 5,
          "profile.devices[0].type", ["lower case"]),
         ("profile:\n  name: p\n  devices: []\n", 4, "profile.devices", ["at least one device"]),
+        ("profile:\n  name: p\n  devices:\n" + DEVICE + "}\n  fixed: {dtype.fp9: native}\n", 6,
+         "profile.fixed.dtype.fp9", ["unknown capability 'dtype.fp9'", "did you mean"]),
+        # dtype.fp8 is PyTorch's name, an alias: profile keys take the capability's own name
         ("profile:\n  name: p\n  devices:\n" + DEVICE + "}\n  fixed: {dtype.fp8: native}\n", 6,
-         "profile.fixed.dtype.fp8", ["unknown capability 'dtype.fp8'", "did you mean"]),
+         "profile.fixed.dtype.fp8", ["'dtype.fp8' is an alias of 'mm.scaled'"]),
         ("profile:\n  name: p\n  devices:\n" + DEVICE + "}\n  fixed: {dtype.bf16: yes}\n", 6,
          "profile.fixed.dtype.bf16", ["expected a level"]),
         ("profile:\n  nam: p\n  devices: []\n", 3, "profile.nam", ["did you mean 'name'"]),
