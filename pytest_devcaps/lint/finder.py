@@ -1,0 +1,267 @@
+"""The syntax-tree walk: every hardcoded device check in a file, each with what ``--fix`` does
+about it where the code gives it a device (see ``scopes``). Gates are read by ``constructs``,
+module-level device constants by ``aliases``; this module finds the rest (calls, literals,
+attributes, names) and turns each into an :class:`~pytest_devcaps.lint.items.Item`.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from pytest_devcaps.lint import calls, rules
+from pytest_devcaps.lint.aliases import Aliases
+from pytest_devcaps.lint.constructs import GateReader, atom_item
+from pytest_devcaps.lint.gates import Atom, classify, deviceish, dotted, is_cuda_literal, last_name
+from pytest_devcaps.lint.items import Construct, Item
+from pytest_devcaps.lint.model import AddParameter, DropDefault, Edit, Hardware, RemoveUnusedImport, ReplaceExpr
+from pytest_devcaps.lint.scopes import DeviceContext, ModuleFacts, Scope, class_scope, function_scope, module_scope
+from pytest_devcaps.lint.source import SourceFile
+
+NO_DEVICE = {
+    "testcase": "unittest.TestCase methods cannot take the device fixture: make the class a plain pytest "
+                "class, or use torch.accelerator.current_accelerator()",
+    "module": "module-level code runs before a device is chosen: move it into a test or a fixture",
+    "class": "class-level code runs before a device is chosen: move it into a test or a fixture",
+}
+NO_DEVICE_HELPER = "a helper without a device: give it a `device` parameter and pass the test's device"
+
+
+class Finder(ast.NodeVisitor):
+    def __init__(self, source: SourceFile) -> None:
+        self.source = source
+        self.facts = ModuleFacts(source.tree)
+        self.items: list[Item] = []
+        self.owned: set[int] = set()
+        self.handled: set[int] = set()
+        self.roles: dict[int, str] = {}
+        self.gates = GateReader(source, self.facts, self.owned)
+        self.aliases = Aliases(source, self.owned)
+        self.expressions: list[Construct] = []
+        self.scopes = [module_scope(source.tree, self.facts)]
+        self._call_parent: dict[int, ast.Call] = {}
+        self.imports = self.facts.imports
+
+    @property
+    def scope(self) -> Scope:
+        return self.scopes[-1]
+
+    @property
+    def constructs(self) -> list[Construct]:
+        return self.gates.constructs + self.expressions
+
+    # -- bookkeeping ---------------------------------------------------------------------
+
+    def add(self, node: ast.AST, code: str, message: str, use: str, hardware: Hardware | None = None,
+            blocks: bool | None = None) -> Item:
+        item = Item(self.source.span(node), code, message, use, hardware,
+                    blocks_cpu=rules.RULES[code].blocks_cpu if blocks is None else blocks,
+                    suppressed=self.source.allowed(getattr(node, "lineno", 0), code))
+        self.items.append(item)
+        self.handled.add(id(node))
+        return item
+
+    def own(self, node: ast.AST) -> None:
+        self.owned.add(id(node))
+
+    def visit(self, node: ast.AST) -> None:
+        if id(node) in self.owned:
+            self.aliases.blocked_use(node)
+            return
+        super().visit(node)
+
+    def why_no_device(self) -> str:
+        return NO_DEVICE.get(self.scope.kind, NO_DEVICE_HELPER) if not self.scope.testcase or \
+            self.scope.kind != "method" else NO_DEVICE["testcase"]
+
+    def context(self) -> DeviceContext | None:
+        return self.scope.context
+
+    def param_edits(self, context: DeviceContext, *fixtures: str) -> list[Edit]:
+        edits: list[Edit] = []
+        if context.param_owner is not None:
+            edits.append(AddParameter(context.param_owner, "device"))
+        for name in fixtures:
+            assert context.fixture_owner is not None
+            edits.append(AddParameter(context.fixture_owner, name))
+        return edits
+
+    # -- scopes ----------------------------------------------------------------------------
+
+    def visit_Module(self, node: ast.Module) -> None:
+        self.gates.module_gates(node, self.scope)
+        self.generic_visit(node)
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        scope = class_scope(node, self.scope)
+        self.items.extend(self.gates.decorators(node, scope, node.name in self.facts.instantiated))
+        for statement in node.body:
+            self.gates.pytestmark(statement, scope)
+        self.scopes.append(scope)
+        self.generic_visit(node)
+        self.scopes.pop()
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        scope = function_scope(node, self.scope)
+        parent = self.scope.node
+        device_type_class = isinstance(parent, ast.ClassDef) and parent.name in self.facts.instantiated
+        self.items.extend(self.gates.decorators(node, scope, device_type_class))
+        self.gates.body_skips(node, scope)
+        self.scopes.append(scope)
+        self._defaults(node, scope)
+        self.generic_visit(node)
+        self.scopes.pop()
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def _defaults(self, node: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope) -> None:
+        positional = [*node.args.posonlyargs, *node.args.args]
+        defaults = [None] * (len(positional) - len(node.args.defaults)) + list(node.args.defaults)
+        pairs = [*zip(positional, defaults), *zip(node.args.kwonlyargs, node.args.kw_defaults)]
+        for index, (arg, default) in enumerate(pairs):
+            if default is None or not is_cuda_literal(default) or not rules.DEVICE_NAME.search(arg.arg):
+                continue
+            item = self.add(default, "DC003", f"parameter `{arg.arg}` defaults to {default.value!r}",  # type: ignore[attr-defined]
+                            "the device fixture", "accelerator")
+            earlier = [d for _, d in pairs[:index] if d is not None]
+            if arg.arg == "device" and scope.kind in ("test", "fixture") and not earlier and scope.key:
+                item.fixed("default dropped: the parameter is the device fixture", DropDefault(scope.key, "device"))
+            else:
+                item.why = NO_DEVICE_HELPER
+
+    # -- gates -----------------------------------------------------------------------------
+
+    def _atom(self, atom: Atom) -> None:
+        item = atom_item(self.source, atom)
+        item.suppressed = self.source.allowed(item.span.line, atom.code)
+        self.items.append(item)
+        self.own(atom.node)
+        self.aliases.blocked_use(atom.node)
+        need = atom.when_true
+        if need.accelerator and not (need.capabilities or need.any_of or need.devices or need.blockers):
+            construct = Construct("expr", item.span, need, None, False, "pytest",
+                                  node_class=type(atom.node).__name__)
+            construct.own(item)
+            construct.note_imports(atom.node, self.imports)
+            self.expressions.append(construct)  # decided with the gates: torch.accelerator.is_available()
+        else:
+            item.why = "a gate outside a skip decorator or skip statement; ask devcaps.has(...) at run time"
+
+    def visit_Compare(self, node: ast.Compare) -> None:
+        atom = classify(node, self.scope)
+        if atom is not None:
+            self._atom(atom)
+        else:
+            self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if id(node) in self.handled or not isinstance(node.ctx, ast.Load):
+            return
+        shadowed = any(node.id in s.bound for s in self.scopes[1:])
+        if node.id in self.aliases.by_name and not shadowed:
+            self.items.append(self.aliases.use(node, self.roles.get(id(node)), self.context()))
+        elif node.id in rules.EXTERNAL_DEVICE_NAMES and not shadowed:
+            self._external_device(node)
+        else:
+            atom = classify(node, self.scope)
+            if atom is not None:
+                self._atom(atom)
+
+    def _external_device(self, node: ast.Name) -> None:
+        item = self.add(node, "DC003", f"`{node.id}` names the GPU device type", "the device fixture",
+                        "accelerator")
+        context = self.context()
+        if context is None:
+            item.why = self.why_no_device()
+            return
+        role = self.roles.get(id(node))
+        kind = rules.EXTERNAL_DEVICE_NAMES[node.id]
+        code = context.expr("device" if role in ("device", "move") or kind == "device" else "type")
+        edits: list[Edit] = [ReplaceExpr(item.span, "Name", code), *self.param_edits(context)]
+        if node.id in self.imports:
+            edits.append(RemoveUnusedImport(self.imports[node.id], node.id))
+        item.fixed(f"replaced by {code}", *edits)
+
+    # -- calls, attributes, literals ---------------------------------------------------------
+
+    def visit_Call(self, node: ast.Call) -> None:
+        atom = classify(node, self.scope)
+        if atom is not None:
+            self._atom(atom)
+            return
+        name = dotted(node.func)
+        calls.assign_roles(self, node)
+        self._call_parent[id(node)] = node
+        for child in (*node.args, *(k.value for k in node.keywords)):
+            self._call_parent[id(child)] = node
+        if name.startswith("torch.cuda.amp."):
+            calls.cuda_amp(self, node, name)
+        elif name.startswith("torch.cuda."):
+            calls.cuda_call(self, node, name)
+        elif isinstance(node.func, ast.Attribute) and node.func.attr == "cuda" and name != "torch.cuda":
+            calls.move(self, node)
+        elif last_name(node.func) == "device" and calls.device_call(self, node):
+            return
+        if _pins_memory(node, name):
+            calls.pin_memory(self, node, name)
+        self.generic_visit(node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if id(node) in self.handled:
+            self.generic_visit(node)
+            return
+        atom = classify(node, self.scope)
+        if atom is not None:
+            self._atom(atom)
+            return
+        name = dotted(node)
+        if name.startswith(("torch.backends.cuda.", "torch.backends.cudnn.")) or name in (
+                "torch.backends.cuda", "torch.backends.cudnn"):
+            calls.settings(self, node, name)
+        elif name == "torch.cuda" or name.startswith("torch.cuda."):
+            calls.torch_cuda_name(self, node, name)
+        elif name.endswith("Backend.NCCL"):
+            item = self.add(node, "DC008", f"`{name}` is the CUDA-only distributed backend", rules.DIST_USE,
+                            "accelerator")
+            item.why = "use the dist_backend fixture"
+        else:
+            self.generic_visit(node)
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        if id(node) in self.handled or not isinstance(node.value, str):
+            return
+        role = self.roles.get(id(node))
+        if is_cuda_literal(node):
+            calls.literal(self, node, role)
+        elif node.value == "nccl":
+            calls.nccl(self, node, role, self._call_parent.get(id(node)))
+
+    def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
+        if not calls.fstring(self, node):
+            self.generic_visit(node)
+
+    def visit_IfExp(self, node: ast.IfExp) -> None:
+        if not calls.choice(self, node):
+            self.generic_visit(node)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        if self.scope.kind != "module" and len(node.targets) == 1:
+            calls.local_alias(self, node)
+        if any(deviceish(t) for t in node.targets):
+            calls.mark_named(self, node.value, "named")
+        elif any(isinstance(t, ast.Name) and "backend" in t.id.lower() for t in node.targets):
+            calls.mark_named(self, node.value, "backend")
+        self.generic_visit(node)
+
+    def visit_Return(self, node: ast.Return) -> None:
+        function = self.scope.node
+        if node.value is not None and isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                and rules.DEVICE_NAME.search(function.name):
+            calls.mark_named(self, node.value, "named")
+        self.generic_visit(node)
+
+
+def _pins_memory(node: ast.Call, name: str) -> bool:
+    if isinstance(node.func, ast.Attribute) and node.func.attr == "pin_memory" and not node.args:
+        return True
+    return name.startswith("torch.") and "DataLoader" not in name and any(
+        k.arg == "pin_memory" and isinstance(k.value, ast.Constant) and k.value.value is True for k in node.keywords)
