@@ -24,12 +24,13 @@ from pytest_devcaps.lint.source import SourceFile
 class Host(Protocol):
     source: SourceFile
     roles: dict[int, str]
+    signatures: dict[str, list[str]]
 
     @property
     def scope(self) -> Scope: ...
 
     def add(self, node: ast.AST, code: str, message: str, use: str, hardware: Hardware | None = None,
-            blocks: bool | None = None) -> Item: ...
+            blocks: bool | None = None, span: Span | None = None) -> Item: ...
 
     def own(self, node: ast.AST) -> None: ...
 
@@ -45,14 +46,18 @@ def assign_roles(host: Host, node: ast.Call) -> None:
     for keyword in node.keywords:
         if keyword.arg in rules.DEVICE_SELECTION_KEYWORDS:
             mark_named(host, keyword.value, "selection")
-        elif keyword.arg in rules.DEVICE_KEYWORDS:
-            host.roles[id(keyword.value)] = "move" if move else "device"
         elif keyword.arg in rules.DEVICE_TYPE_KEYWORDS:
             host.roles[id(keyword.value)] = "amp" if last in rules.AMP_CALLS else "type"
+        elif keyword.arg in rules.DEVICE_KEYWORDS or (keyword.arg and rules.DEVICE_NAME.search(keyword.arg)):
+            host.roles[id(keyword.value)] = "move" if move else "device"
         elif keyword.arg == "backend":
             host.roles[id(keyword.value)] = "backend"
     if not node.args:
         return
+    if isinstance(node.func, ast.Name) and node.func.id in host.signatures:
+        for arg, name in zip(node.args, host.signatures[node.func.id]):
+            if rules.DEVICE_NAME.search(name):
+                host.roles[id(arg)] = "type" if "type" in name else "device"
     first = node.args[0]
     if last == "device" and len(node.args) == 2:
         host.roles[id(first)] = "type"
@@ -136,6 +141,11 @@ def _cuda_fix(host: Host, node: ast.Call, attr: str, entry: rules.CudaCall,
     if context is not None and entry.device and not (context.typed and context.fixture_owner):
         call = _with_device(span, node, entry.device, entry.device_arg, context)
         return None if call is None else (f"replaced by {entry.device}", [call, *host.param_edits(context)])
+    if attr == "set_device" and context is not None and len(node.args) == 1 and not node.keywords:
+        index = host.source.segment(node.args[0])
+        return ("replaced by pytest_devcaps.runtime.set_device (a no-op on the CPU)",
+                [EditCall(span, func="pytest_devcaps.runtime.set_device",
+                          args=(f"torch.device({context.expr('type')}, {index})",)), *host.param_edits(context)])
     if attr == "stream" and context is not None and len(node.args) == 1 and not node.keywords:
         marks = _marks(host, context, entry.capability)
         if marks is not None and isinstance(node.args[0], (ast.Name, ast.Attribute)):
@@ -184,8 +194,11 @@ def cuda_amp(host: Host, node: ast.Call, name: str) -> None:
 
 
 def move(host: Host, node: ast.Call) -> None:
-    """``x.cuda()``, ``x.cuda(0)``, ``x.cuda(rank)``, ``x.cuda(non_blocking=True)``."""
-    item = host.add(node, "DC002", "`.cuda()` moves to CUDA", ".to(device)", "accelerator")
+    """``x.cuda()``, ``x.cuda(0)``, ``x.cuda(rank)``, ``x.cuda(non_blocking=True)`` (reported
+    where ``cuda`` is written: a chain spans lines)."""
+    func = host.source.span(node.func)
+    where = Span(func.end_line, func.end_col - len("cuda"), func.end_line, func.end_col)
+    item = host.add(node, "DC002", "`.cuda()` moves to CUDA", ".to(device)", "accelerator", span=where)
     context = host.scope.context
     if context is None:
         _unfixed(host, item)
@@ -289,16 +302,17 @@ def fstring(host: Host, node: ast.JoinedStr) -> bool:
 
 
 def pin_memory(host: Host, node: ast.Call, name: str) -> None:
-    if "runtime.pinned_memory" in host.scope.declared:
+    capability = rules.PINNED_MEMORY
+    if capability in host.scope.declared:
         return
     item = host.add(node, "DC012", f"`{name or 'pin_memory'}` pins host memory for an accelerator",
-                    "requires_capability('runtime.pinned_memory')", "accelerator")
+                    f"requires_capability('{capability}')", "accelerator")
     context = host.scope.context
-    marks = _marks(host, context, "runtime.pinned_memory") if context is not None else None
+    marks = _marks(host, context, capability) if context is not None else None
     if not marks:
-        _unfixed(host, item, "no test here to carry requires_capability('runtime.pinned_memory')")
+        _unfixed(host, item, f"no test here to carry requires_capability('{capability}')")
         return
-    item.fixed("marked requires_capability('runtime.pinned_memory')", *marks)
+    item.fixed(f"marked requires_capability('{capability}')", *marks)
 
 
 def settings(host: Host, node: ast.Attribute, name: str) -> None:

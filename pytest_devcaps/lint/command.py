@@ -47,16 +47,23 @@ def run(paths: Sequence[str], exclude: Sequence[str], fmt: str = "text", mode: s
 
 
 def _rewrite(analyses: list[Analysis], fmt: str, mode: str, out: TextIO, err: TextIO) -> int:
-    from pytest_devcaps.lint.fix import fix_text
+    from pytest_devcaps.lint.fix import FixError, fix_text
 
     left: list[Analysis] = []
     fixed = files = 0
+    failed = False
     for analysis in analyses:
         if not analysis.readable or not any(f.fixable for f in analysis.findings):
             left.append(analysis)
             continue
         path = Path(analysis.path)
-        result = fix_text(path.read_text(encoding="utf-8"), analysis.path)
+        try:
+            result = fix_text(path.read_text(encoding="utf-8"), analysis.path)
+        except FixError as exc:
+            err.write(f"devcaps: error: {exc}\n")
+            left.append(analysis)
+            failed = True
+            continue
         left.append(result.left)
         if not result.changed:
             continue
@@ -74,5 +81,5 @@ def _rewrite(analyses: list[Analysis], fmt: str, mode: str, out: TextIO, err: Te
         err.write(render(left, "text"))
     total = sum(len(a.findings) for a in remaining)
     err.write(f"devcaps lint: {verb} {fixed} finding(s) in {files} file(s); {total} left\n")
-    status = _status(left)
+    status = EXIT_BAD_INPUT if failed else _status(left)
     return EXIT_FINDINGS if mode == "diff" and files and status == EXIT_CLEAN else status

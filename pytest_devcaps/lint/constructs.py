@@ -37,7 +37,7 @@ def atom_message(source: SourceFile, atom: Atom) -> tuple[str, str]:
 
 def atom_item(source: SourceFile, atom: Atom) -> Item:
     message, use = atom_message(source, atom)
-    return Item(source.span(atom.node), atom.code, message, use, atom.when_true.hardware or atom.hardware)
+    return Item(source.span(atom.node), atom.code, message, use, atom.hardware)
 
 
 class GateReader:

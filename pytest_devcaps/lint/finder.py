@@ -13,7 +13,9 @@ from pytest_devcaps.lint.aliases import Aliases
 from pytest_devcaps.lint.constructs import GateReader, atom_item
 from pytest_devcaps.lint.gates import Atom, classify, deviceish, dotted, is_cuda_literal, last_name
 from pytest_devcaps.lint.items import Construct, Item
-from pytest_devcaps.lint.model import AddParameter, DropDefault, Edit, Hardware, RemoveUnusedImport, ReplaceExpr
+from pytest_devcaps.lint.model import (
+    AddParameter, DropDefault, Edit, EditCall, Hardware, RemoveUnusedImport, ReplaceExpr, Span,
+)
 from pytest_devcaps.lint.scopes import DeviceContext, ModuleFacts, Scope, class_scope, function_scope, module_scope
 from pytest_devcaps.lint.source import SourceFile
 
@@ -37,9 +39,11 @@ class Finder(ast.NodeVisitor):
         self.gates = GateReader(source, self.facts, self.owned)
         self.aliases = Aliases(source, self.owned)
         self.expressions: list[Construct] = []
+        self.statements: list[ast.stmt] = []
         self.scopes = [module_scope(source.tree, self.facts)]
         self._call_parent: dict[int, ast.Call] = {}
         self.imports = self.facts.imports
+        self.signatures = self.facts.signatures
 
     @property
     def scope(self) -> Scope:
@@ -52,10 +56,12 @@ class Finder(ast.NodeVisitor):
     # -- bookkeeping ---------------------------------------------------------------------
 
     def add(self, node: ast.AST, code: str, message: str, use: str, hardware: Hardware | None = None,
-            blocks: bool | None = None) -> Item:
-        item = Item(self.source.span(node), code, message, use, hardware,
+            blocks: bool | None = None, span: Span | None = None) -> Item:
+        """A finding at ``node`` (or at ``span``, where the line a reader looks for differs)."""
+        span = span or self.source.span(node)
+        item = Item(span, code, message, use, hardware,
                     blocks_cpu=rules.RULES[code].blocks_cpu if blocks is None else blocks,
-                    suppressed=self.source.allowed(getattr(node, "lineno", 0), code))
+                    suppressed=self.source.allowed(span.line, code))
         self.items.append(item)
         self.handled.add(id(node))
         return item
@@ -67,7 +73,26 @@ class Finder(ast.NodeVisitor):
         if id(node) in self.owned:
             self.aliases.blocked_use(node)
             return
+        if isinstance(node, ast.stmt):
+            self.statements.append(node)
+            super().visit(node)
+            self.statements.pop()
+            return
         super().visit(node)
+
+    def guards_cuda_code(self, atom: ast.AST) -> bool:
+        """The statement around ``atom`` also calls CUDA-only code that the check protects."""
+        if not self.statements:
+            return False
+        inside = {id(n) for n in ast.walk(atom)}
+        for node in ast.walk(self.statements[-1]):
+            if id(node) in inside or not isinstance(node, (ast.Attribute, ast.Call)):
+                continue
+            name = dotted(node.func if isinstance(node, ast.Call) else node)
+            if name.startswith(("torch.cuda.", "torch.version.", "torch.backends.cud")) or (
+                    isinstance(node, ast.Call) and classify(node, self.scope) is not None):
+                return True
+        return False
 
     def why_no_device(self) -> str:
         return NO_DEVICE.get(self.scope.kind, NO_DEVICE_HELPER) if not self.scope.testcase or \
@@ -140,9 +165,15 @@ class Finder(ast.NodeVisitor):
         if need.accelerator and not (need.capabilities or need.any_of or need.devices or need.blockers):
             construct = Construct("expr", item.span, need, None, False, "pytest",
                                   node_class=type(atom.node).__name__)
+            if self.guards_cuda_code(atom.node):
+                construct.keep = "it guards CUDA-only code in the same statement"
             construct.own(item)
             construct.note_imports(atom.node, self.imports)
             self.expressions.append(construct)  # decided with the gates: torch.accelerator.is_available()
+        elif isinstance(atom.node, ast.Compare) and atom.code == "DC005":
+            count = next(n for n in ast.walk(atom.node) if isinstance(n, ast.Call))
+            item.fixed("replaced by torch.accelerator.device_count()",
+                       EditCall(self.source.span(count), func="torch.accelerator.device_count"))
         else:
             item.why = "a gate outside a skip decorator or skip statement; ask devcaps.has(...) at run time"
 
@@ -193,9 +224,10 @@ class Finder(ast.NodeVisitor):
         self._call_parent[id(node)] = node
         for child in (*node.args, *(k.value for k in node.keywords)):
             self._call_parent[id(child)] = node
-        if name.startswith("torch.cuda.amp."):
+        # torch.cuda.current_stream().wait_stream(...): the inner call is the finding
+        if name.startswith("torch.cuda.amp.") and "()" not in name:
             calls.cuda_amp(self, node, name)
-        elif name.startswith("torch.cuda."):
+        elif name.startswith("torch.cuda.") and "()" not in name:
             calls.cuda_call(self, node, name)
         elif isinstance(node.func, ast.Attribute) and node.func.attr == "cuda" and name != "torch.cuda":
             calls.move(self, node)
@@ -252,6 +284,23 @@ class Finder(ast.NodeVisitor):
             calls.mark_named(self, node.value, "backend")
         self.generic_visit(node)
 
+    def visit_Assert(self, node: ast.Assert) -> None:
+        context = self.context()
+        value = node.test.value if isinstance(node.test, ast.Attribute) else node.test
+        found = _assert_rewrite(node.test, context, self.source.segment(value)) if context and context.typed else None
+        if found is None or context is None:
+            self.generic_visit(node)
+            return
+        target, kind, code = found
+        item = self.add(node.test, "DC003", "asserts the result is on CUDA", "the test's device (device.type)",
+                        "accelerator")
+        item.fixed(f"now asserts the test's device ({code})",
+                   ReplaceExpr(self.source.span(target), kind, code), *self.param_edits(context))
+        self.own(node.test)
+        self.aliases.blocked_use(node.test)
+        if node.msg is not None:
+            self.visit(node.msg)
+
     def visit_Return(self, node: ast.Return) -> None:
         function = self.scope.node
         if node.value is not None and isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) \
@@ -265,3 +314,16 @@ def _pins_memory(node: ast.Call, name: str) -> bool:
         return True
     return name.startswith("torch.") and "DataLoader" not in name and any(
         k.arg == "pin_memory" and isinstance(k.value, ast.Constant) and k.value.value is True for k in node.keywords)
+
+
+def _assert_rewrite(node: ast.expr, context: DeviceContext, segment: str) -> tuple[ast.expr, str, str] | None:
+    """``assert y.device.type == "cuda"`` / ``assert y.is_cuda`` in a test: the check means "on the
+    test's device" -> (node to replace, its ast class, the new code)."""
+    if isinstance(node, ast.Attribute) and node.attr == "is_cuda":
+        return node, "Attribute", f"({segment}.device.type == {context.expr('type')})"
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq):
+        for literal, other in ((node.comparators[0], node.left), (node.left, node.comparators[0])):
+            if is_cuda_literal(literal) and deviceish(other):
+                text = str(literal.value)  # type: ignore[attr-defined]
+                return literal, "Constant", context.expr("device" if ":" in text else "type")
+    return None

@@ -33,8 +33,9 @@ class FixResult:
         return self.before != self.after
 
     def diff(self) -> str:
+        old, new = (self.path, self.path) if self.path.startswith("/") else (f"a/{self.path}", f"b/{self.path}")
         lines = difflib.unified_diff(self.before.splitlines(keepends=True), self.after.splitlines(keepends=True),
-                                     f"a/{self.path}", f"b/{self.path}")
+                                     old, new)
         return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 
 

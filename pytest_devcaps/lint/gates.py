@@ -242,7 +242,7 @@ def local_gates(tree: ast.Module) -> dict[str, LocalGate]:
         candidate = _definition(statement, frozenset(found))
         if candidate is None or counts.get(candidate.name) != 1:
             continue
-        if any(a.code for a in atoms_in(candidate.expr, FixedUses(local_gates=found), in_condition=True)):
+        if any(a.code for a in atoms_in(candidate.expr, FixedUses(local_gates=found))):
             found[candidate.name] = candidate
     return found
 

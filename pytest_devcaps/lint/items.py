@@ -104,13 +104,14 @@ def decide(construct: Construct, residue: Item | None) -> None:
     if why is not None:
         for item in construct.items:
             item.why = why
+            item.hardware = construct.need.hardware or item.hardware
         return
     marks = construct.need.render()
     what = ("@" + ", @".join(marks)) if marks else "nothing (the device fixture runs the test on every device)"
     if construct.kind == "expr":
         what = ACCELERATOR_AVAILABLE
-    elif construct.need.accelerator and not construct.device_fixture:
-        what += " and an accelerator check"
+    elif construct.need.accelerator and not construct.device_fixture and not marks:
+        what = "an accelerator check (torch.accelerator.is_available())"
     edits.extend(RemoveUnusedImport(module, name) for module, name in construct.imported)
     head.fixed(f"replaced by {what}", *edits)
     for item in construct.items[1:]:
@@ -120,7 +121,9 @@ def decide(construct: Construct, residue: Item | None) -> None:
 def _edits(construct: Construct) -> tuple[list[Edit], str | None]:
     need = replace(construct.need, accelerator=False)
     marks = list(need.render())
-    accelerator = construct.need.accelerator and not construct.device_fixture
+    # A capability, device count or memory mark is asked of the test's device: it already
+    # says "not this device" wherever the plain "needs CUDA" would have.
+    accelerator = construct.need.accelerator and not construct.device_fixture and not marks
     if construct.kind == "expr":
         return [ReplaceExpr(construct.span, construct.node_class, ACCELERATOR_AVAILABLE)], None
     if construct.kind == "decorator":

@@ -463,6 +463,17 @@ SETTINGS_USE: dict[str, str] = {
 }
 DEFAULT_SETTINGS_USE = "a device-generic setting (torch.backends.fp32_precision, torch.use_deterministic_algorithms)"
 
+PINNED_MEMORY = "runtime.pinned_memory"
 DIST_USE = "the dist_backend fixture, or dist.get_default_backend_for_device(device)"
 DIST_BACKEND_CALLS = frozenset({"init_process_group", "new_group", "new_subgroups", "init_device_mesh",
                                 "DeviceMesh", "ProcessGroupNCCL"})
+
+
+def capability_names() -> set[str]:
+    """Every capability this table names (each must exist in the shipped catalogue)."""
+    gates: list[Gate] = [*GATE_NAMES.values(), *GATE_CALLS.values(), *PLATFORM_SUPPORTS.values(),
+                         *(d.gate for d in DECORATORS.values()), *(sm_gate(level) for level in range(50, 130))]
+    needs = [n for g in gates for n in (g.need, *(b.need for b in g.by_use))]
+    names = {c for n in needs for c in (*n.capabilities, *(c for group in n.any_of for c in group))}
+    names |= {c.capability for c in (*CUDA_CALLS.values(), DEFAULT_CUDA_CALL) if c.capability}
+    return names | {PINNED_MEMORY}

@@ -194,6 +194,9 @@ class ModuleFacts:
             if isinstance(node, ast.ClassDef) and _has_bases(node):
                 self.testcase_classes.add(node.name)
         self.local_gates = local_gates(tree)
+        # module-level functions: their parameter names say which arguments are devices
+        self.signatures = {s.name: [a.arg for a in (*s.args.posonlyargs, *s.args.args)]
+                           for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
     @property
     def pytest_only(self) -> bool:

@@ -134,6 +134,34 @@ class Transformer(cst.CSTTransformer):
         body[0] = first.with_changes(leading_lines=node.leading_lines)
         return cst.FlattenSentinel(body)
 
+    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        return updated_node.with_changes(body=self.keep_spacing(original_node.body, updated_node.body))
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock,
+                            updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
+        return updated_node.with_changes(body=self.keep_spacing(original_node.body, updated_node.body))
+
+    def keep_spacing(self, before: Sequence[cst.BaseStatement],
+                     after: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        """A removed statement's blank lines go to the statement after it (two blank lines
+        before a ``def`` stay two)."""
+        result = list(after)
+        index, carry = 0, None
+        for statement in before:
+            target = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) \
+                and len(statement.body) == 1 else statement
+            edit = self.plan.statements.get(self.span(target))
+            if edit is not None and not edit.code:
+                lines = getattr(statement, "leading_lines", ())
+                blank = [line for line in lines if line.comment is None]
+                carry = blank if carry is None or len(blank) > len(carry) else carry
+                continue
+            if carry is not None and index < len(result):
+                result[index] = _with_blank_lines(result[index], carry)
+                carry = None
+            index += len(cst.parse_module(edit.code).body) if edit is not None else 1
+        return result
+
     def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
         key = (original_node.name.value, self.span(original_node.name).line)
         decorated = self.decorate(original_node.decorators, updated_node.decorators, self.plan.marks.get(key))
@@ -158,6 +186,15 @@ class Transformer(cst.CSTTransformer):
                 replacement[-1] = replacement[-1].with_changes(trailing_whitespace=new.trailing_whitespace)
             decorators.extend(replacement)
         return decorators
+
+
+def _with_blank_lines(node: cst.BaseStatement, blank: list[cst.EmptyLine]) -> cst.BaseStatement:
+    if not isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+        return node
+    own = list(node.leading_lines)
+    if sum(line.comment is None for line in own) >= len(blank):
+        return node
+    return node.with_changes(leading_lines=[*blank, *(line for line in own if line.comment is not None)])
 
 
 def _edit_call(node: cst.Call, edit: EditCall, parse: Callable[[str], cst.BaseExpression]) -> cst.Call:
