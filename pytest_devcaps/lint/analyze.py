@@ -8,7 +8,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from pytest_devcaps.lint.finder import Finder
+from pytest_devcaps.lint.finder import NO_DEVICE_HELPER, Finder
+from pytest_devcaps.lint.helpers import threadable
 from pytest_devcaps.lint.items import Item, decide
 from pytest_devcaps.lint.model import (
     Analysis, Finding, Hardware, RemoveUnusedImport, ReplaceStatement, Span, join_hardware,
@@ -46,8 +47,7 @@ def analyze(text: str, path: str = "<string>") -> Analysis:
     parsed = parse_source(text, path)
     if not isinstance(parsed, SourceFile):
         return unreadable(path, *parsed)
-    finder = Finder(parsed)
-    finder.visit(parsed.tree)
+    finder = _find(parsed)
     items = finder.items + finder.aliases.decide()
     seen = {id(i) for i in items}
     for construct in finder.constructs:
@@ -66,8 +66,23 @@ def analyze(text: str, path: str = "<string>") -> Analysis:
     findings = [i.finding(path) for i in kept]
     findings += [Finding(path, line, column, "DC000", why, "a known rule code")
                  for line, column, why in parsed.bad_pragmas]
-    edits = tuple(e for item in kept for e in item.edits)
+    edits = tuple(e for item in kept for e in item.edits) + tuple(finder.plumbing)
     return Analysis(path, tuple(sorted(findings, key=_order)), edits)
+
+
+def _find(source: SourceFile) -> Finder:
+    """Read the file; read it again when helpers can be given a device (then their CUDA code
+    is fixable and their callers pass ``device=``)."""
+    finder = Finder(source)
+    finder.visit(source.tree)
+    needing = {i.helper for i in finder.items if i.helper and i.fix is None and not i.suppressed
+               and i.why == NO_DEVICE_HELPER}
+    threaded = threadable(source.tree, {n for n in needing if n}, finder.facts.local_gates)
+    if not threaded:
+        return finder
+    finder = Finder(source, threaded)
+    finder.visit(source.tree)
+    return finder
 
 
 def _within(inner: Span, outer: Span) -> bool:

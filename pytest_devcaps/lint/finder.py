@@ -14,7 +14,7 @@ from pytest_devcaps.lint.constructs import GateReader, atom_item
 from pytest_devcaps.lint.gates import Atom, classify, deviceish, dotted, is_cuda_literal, last_name
 from pytest_devcaps.lint.items import Construct, Item
 from pytest_devcaps.lint.model import (
-    AddParameter, DropDefault, Edit, EditCall, Hardware, RemoveUnusedImport, ReplaceExpr, Span,
+    VALUE, AddParameter, DropDefault, Edit, EditCall, Hardware, RemoveUnusedImport, ReplaceExpr, Span,
 )
 from pytest_devcaps.lint.scopes import DeviceContext, ModuleFacts, Scope, class_scope, function_scope, module_scope
 from pytest_devcaps.lint.source import SourceFile
@@ -29,7 +29,7 @@ NO_DEVICE_HELPER = "a helper without a device: give it a `device` parameter and 
 
 
 class Finder(ast.NodeVisitor):
-    def __init__(self, source: SourceFile) -> None:
+    def __init__(self, source: SourceFile, threaded: frozenset[str] = frozenset()) -> None:
         self.source = source
         self.facts = ModuleFacts(source.tree)
         self.items: list[Item] = []
@@ -40,7 +40,9 @@ class Finder(ast.NodeVisitor):
         self.aliases = Aliases(source, self.owned)
         self.expressions: list[Construct] = []
         self.statements: list[ast.stmt] = []
-        self.scopes = [module_scope(source.tree, self.facts)]
+        self.scopes = [module_scope(source.tree, self.facts, threaded)]
+        self.threaded = threaded
+        self.plumbing: list[Edit] = []  # callers passing device= to threaded helpers
         self._call_parent: dict[int, ast.Call] = {}
         self.imports = self.facts.imports
         self.signatures = self.facts.signatures
@@ -61,7 +63,7 @@ class Finder(ast.NodeVisitor):
         span = span or self.source.span(node)
         item = Item(span, code, message, use, hardware,
                     blocks_cpu=rules.RULES[code].blocks_cpu if blocks is None else blocks,
-                    suppressed=self.source.allowed(span.line, code))
+                    suppressed=self.source.allowed(span.line, code), helper=self.helper())
         self.items.append(item)
         self.handled.add(id(node))
         return item
@@ -101,10 +103,15 @@ class Finder(ast.NodeVisitor):
     def context(self) -> DeviceContext | None:
         return self.scope.context
 
+    def helper(self) -> str | None:
+        """The module-level helper function the code being read is in (None: elsewhere)."""
+        top = self.scopes[1] if len(self.scopes) > 1 else None
+        return top.key[0] if top is not None and top.kind == "function" and top.key else None
+
     def param_edits(self, context: DeviceContext, *fixtures: str) -> list[Edit]:
         edits: list[Edit] = []
         if context.param_owner is not None:
-            edits.append(AddParameter(context.param_owner, "device"))
+            edits.append(AddParameter(context.param_owner, "device", keyword_only=context.keyword_only))
         for name in fixtures:
             assert context.fixture_owner is not None
             edits.append(AddParameter(context.fixture_owner, name))
@@ -178,7 +185,7 @@ class Finder(ast.NodeVisitor):
             item.why = "a gate outside a skip decorator or skip statement; ask devcaps.has(...) at run time"
 
     def visit_Compare(self, node: ast.Compare) -> None:
-        atom = classify(node, self.scope)
+        atom = None if id(node) in self.handled else classify(node, self.scope)
         if atom is not None:
             self._atom(atom)
         else:
@@ -221,6 +228,12 @@ class Finder(ast.NodeVisitor):
             return
         name = dotted(node.func)
         calls.assign_roles(self, node)
+        if isinstance(node.func, ast.Name) and (node.func.id in self.threaded or node.func.id in self.facts.takes_device) \
+                and not any(k.arg in ("device", None) for k in node.keywords) and self.context() is not None:
+            context = self.context()
+            assert context is not None
+            self.plumbing += [EditCall(self.source.span(node), keywords=(("device", context.expr("device")),)),
+                              *self.param_edits(context)]
         self._call_parent[id(node)] = node
         for child in (*node.args, *(k.value for k in node.keywords)):
             self._call_parent[id(child)] = node
@@ -286,8 +299,7 @@ class Finder(ast.NodeVisitor):
 
     def visit_Assert(self, node: ast.Assert) -> None:
         context = self.context()
-        value = node.test.value if isinstance(node.test, ast.Attribute) else node.test
-        found = _assert_rewrite(node.test, context, self.source.segment(value)) if context and context.typed else None
+        found = _assert_rewrite(node.test, context) if context and context.typed else None
         if found is None or context is None:
             self.generic_visit(node)
             return
@@ -296,10 +308,9 @@ class Finder(ast.NodeVisitor):
                         "accelerator")
         item.fixed(f"now asserts the test's device ({code})",
                    ReplaceExpr(self.source.span(target), kind, code), *self.param_edits(context))
-        self.own(node.test)
-        self.aliases.blocked_use(node.test)
-        if node.msg is not None:
-            self.visit(node.msg)
+        self.own(target)
+        self.handled.add(id(node.test))  # read, not reported again; what is inside still is
+        self.generic_visit(node)
 
     def visit_Return(self, node: ast.Return) -> None:
         function = self.scope.node
@@ -316,11 +327,11 @@ def _pins_memory(node: ast.Call, name: str) -> bool:
         k.arg == "pin_memory" and isinstance(k.value, ast.Constant) and k.value.value is True for k in node.keywords)
 
 
-def _assert_rewrite(node: ast.expr, context: DeviceContext, segment: str) -> tuple[ast.expr, str, str] | None:
+def _assert_rewrite(node: ast.expr, context: DeviceContext) -> tuple[ast.expr, str, str] | None:
     """``assert y.device.type == "cuda"`` / ``assert y.is_cuda`` in a test: the check means "on the
     test's device" -> (node to replace, its ast class, the new code)."""
     if isinstance(node, ast.Attribute) and node.attr == "is_cuda":
-        return node, "Attribute", f"({segment}.device.type == {context.expr('type')})"
+        return node, "Attribute", f"({VALUE}.device.type == {context.expr('type')})"
     if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq):
         for literal, other in ((node.comparators[0], node.left), (node.left, node.comparators[0])):
             if is_cuda_literal(literal) and deviceish(other):

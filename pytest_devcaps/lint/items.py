@@ -36,6 +36,7 @@ class Item:
     construct: Construct | None = None
     suppressed: bool = False
     why: str | None = None  # why it is left, when it is
+    helper: str | None = None  # the module-level helper function it is in
 
     def fixed(self, fix: str, *edits: Edit) -> Item:
         self.fix = fix

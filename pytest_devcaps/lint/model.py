@@ -136,9 +136,13 @@ ScopeKey = tuple[str, int]
 """A function or class: (name, line of its ``def``/``class`` keyword)."""
 
 
+VALUE = "{value}"
+
+
 @dataclass(frozen=True)
 class ReplaceExpr:
-    """Replace the expression at ``span`` (a LibCST node of class ``node``) with ``code``."""
+    """Replace the expression at ``span`` (a LibCST node of class ``node``) with ``code``; in an
+    attribute (``x.is_cuda``), ``{value}`` in ``code`` stands for ``x`` as rewritten."""
 
     span: Span
     node: str

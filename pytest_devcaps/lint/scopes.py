@@ -29,6 +29,7 @@ class DeviceContext:
     typed: bool
     fixture_owner: ScopeKey | None = None
     mark_owner: ScopeKey | None = None
+    keyword_only: bool = False  # a helper given ``*, device`` (its callers pass device=...)
 
     def expr(self, role: str) -> str:
         return (rules.TYPED if self.typed else rules.UNTYPED)[role]
@@ -52,6 +53,7 @@ class Scope:
         self._used: frozenset[str] | None = None
         self._bound: frozenset[str] | None = None
         self.local_gates: Mapping[str, LocalGate] = parent.local_gates if parent is not None else {}
+        self.threaded: frozenset[str] = parent.threaded if parent is not None else frozenset()
 
     @property
     def used(self) -> frozenset[str]:
@@ -195,8 +197,11 @@ class ModuleFacts:
                 self.testcase_classes.add(node.name)
         self.local_gates = local_gates(tree)
         # module-level functions: their parameter names say which arguments are devices
-        self.signatures = {s.name: [a.arg for a in (*s.args.posonlyargs, *s.args.args)]
-                           for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        functions = [s for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        self.signatures = {f.name: [a.arg for a in (*f.args.posonlyargs, *f.args.args)] for f in functions}
+        # helpers that must be called with device= (given ``*, device`` by an earlier --fix round)
+        self.takes_device = {f.name for f in functions if any(
+            a.arg == "device" and d is None for a, d in zip(f.args.kwonlyargs, f.args.kw_defaults))}
 
     @property
     def pytest_only(self) -> bool:
@@ -220,6 +225,8 @@ def function_scope(node: ast.FunctionDef | ast.AsyncFunctionDef, parent: Scope) 
                                 key if kind == "test" else None)
     elif "device" in params:
         context = DeviceContext(None, False)
+    elif kind == "function" and node.name in parent.threaded:
+        context = DeviceContext(key, False, keyword_only=True)
     elif kind == "nested":
         context = parent.context
     fixture = kind == "test" and context is not None and context.typed
@@ -256,8 +263,10 @@ def class_scope(node: ast.ClassDef, parent: Scope) -> Scope:
                  declared=parent.declared | declared_capabilities(marks))
 
 
-def module_scope(tree: ast.Module, facts: ModuleFacts) -> Scope:
+def module_scope(tree: ast.Module, facts: ModuleFacts, threaded: frozenset[str] = frozenset()) -> Scope:
+    """The module's scope; ``threaded`` helpers get a ``device`` parameter from their callers."""
     scope = Scope("module", None, tree, None, device_fixture=facts.pytest_only,
                   declared=declared_capabilities(_module_marks(tree)))
     scope.local_gates = facts.local_gates
+    scope.threaded = threaded
     return scope

@@ -22,8 +22,8 @@ from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from pytest_devcaps.lint.model import (
-    AddMarks, AddParameter, DropDefault, Edit, EditCall, Need, RemoveUnusedImport, ReplaceDecorator, ReplaceExpr,
-    ReplaceStatement, ScopeKey, Span,
+    VALUE, AddMarks, AddParameter, DropDefault, Edit, EditCall, Need, RemoveUnusedImport, ReplaceDecorator,
+    ReplaceExpr, ReplaceStatement, ScopeKey, Span,
 )
 
 IMPORTS = (("pytest_devcaps.runtime.", "pytest_devcaps.runtime"), ("pytest.", "pytest"),
@@ -118,7 +118,10 @@ class Transformer(cst.CSTTransformer):
             result = _edit_call(result, call, self.expression)
         expr = self.plan.exprs.get(span)
         if expr is not None and type(result).__name__ in NODE_CLASSES.get(expr.node, (expr.node,)):
-            new = self.expression(expr.code)
+            code = expr.code
+            if VALUE in code and isinstance(result, cst.Attribute):
+                code = code.replace(VALUE, cst.Module([]).code_for_node(result.value))
+            new = self.expression(code)
             result = new.with_changes(lpar=result.lpar, rpar=result.rpar) if result.lpar else new
         return result
 
