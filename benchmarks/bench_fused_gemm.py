@@ -7,11 +7,11 @@ Times, in one run and side by side, per shape (M, N, K):
   compiled  torch.compile (inductor) of that composition
   bare mm   the matmul alone (the floor)
 
-CPU (or any device without ``compile.triton``): bf16 inputs; the composition is
+CPU (or any device where ``auto`` does not pick Triton): bf16 inputs; the composition is
 ``addmm(bias, a, b)`` (bf16 GEMM, fp32 accumulation) -> gelu in fp32 -> bf16 -> 3 reductions.
-Devices with ``compile.triton``: fp8 e4m3fn inputs with rowwise scales; the composition is
-``torch._scaled_mm`` (+bias, bf16 out) -> gelu -> 3 reductions, and bare mm is
-``torch._scaled_mm`` alone.
+Devices where ``auto`` picks Triton (``choose_backend``): fp8 e4m3fn inputs with rowwise
+scales; the composition is ``torch._scaled_mm`` (+bias, bf16 out) -> gelu -> 3 reductions,
+and bare mm is ``torch._scaled_mm`` alone.
 
     python benchmarks/bench_fused_gemm.py --shapes 4096x4096x256 --repeat 3
 """
@@ -29,7 +29,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from devcaps_kernels import Reduce, last_backend, scaled_mm
+from devcaps_kernels import Reduce, choose_backend, last_backend, scaled_mm
 from devcaps_kernels import epilogue as ep
 
 DEFAULT_SHAPES = "4096x4096x4096,4096x4096x256,8192x1024x64,16384x512x128"
@@ -161,9 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     device = torch.device(args.device or _default_device())
     if args.threads:
         torch.set_num_threads(args.threads)
-    from pytest_devcaps.registry import device_has
-
-    fp8 = device_has(device, "compile.triton")  # the Triton path is benchmarked with fp8 inputs
+    fp8 = choose_backend(device) == "triton"  # the Triton path is benchmarked with fp8 inputs
     shapes = [tuple(int(v) for v in s.lower().split("x")) for s in args.shapes.split(",") if s]
     where = _cpu_name() if device.type == "cpu" else f"{device} ({torch.accelerator.current_accelerator()})"
     header = (f"fused scaled GEMM, {time.strftime('%Y-%m-%d')}, torch {torch.__version__}, {where}, "

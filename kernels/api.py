@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 
 from .epilogue import EpiOp
 from .problem import build_problem
 from .reductions import Reduce
+from .triton_support import triton_drives
+
+#: Answers "can the ``triton`` backend run on this device?" for ``backend="auto"``.
+TritonAvailable = Callable[[torch.device], bool]
 
 BACKENDS = ("auto", "triton", "cpu", "reference")
 _last_backend: str | None = None
@@ -19,12 +23,12 @@ def last_backend() -> str | None:
     return _last_backend
 
 
-def choose_backend(device: torch.device) -> str:
-    """What ``backend="auto"`` runs on ``device``: ``triton`` where the capability registry
-    says ``compile.triton``, ``cpu`` on CPU, else ``reference``."""
-    from pytest_devcaps.registry import device_has  # lazy: the registry is heavier to import
-
-    if device_has(device, "compile.triton"):
+def choose_backend(device: torch.device, *,
+                   triton_available: TritonAvailable | None = None) -> str:
+    """What ``backend="auto"`` runs on ``device``: ``triton`` where ``triton_available(device)``
+    (default :func:`~devcaps_kernels.triton_support.triton_drives`: Triton's active driver runs
+    on ``device.type``), else ``cpu`` on CPU, else ``reference``."""
+    if (triton_available or triton_drives)(device):
         return "triton"
     if device.type == "cpu":
         return "cpu"
@@ -43,6 +47,7 @@ def scaled_mm(
     reductions: Sequence[Reduce] = (),
     store_output: bool = True,
     backend: str = "auto",
+    triton_available: TritonAvailable | None = None,
 ) -> tuple[torch.Tensor | None, tuple[torch.Tensor, ...]]:
     """Scaled GEMM with a fused fp32 epilogue and fp32 row/group reductions.
 
@@ -57,15 +62,21 @@ def scaled_mm(
         r(src) over rows or groups of r.group columns -> fp32 [M] or [M, N // group]
 
     ``a``/``b``: fp8 (e4m3fn, e5m2, fnuz), bf16, fp16 or fp32, any strides, one device.
-    ``backend``: ``auto`` (``triton`` where the device has ``compile.triton``, ``cpu`` on CPU,
-    else ``reference``), ``triton``, ``cpu`` or ``reference``; see ``last_backend()``.
+    ``backend``: ``auto`` (``triton`` where Triton can run on the device, ``cpu`` on CPU, else
+    ``reference``; see ``choose_backend``), ``triton``, ``cpu`` or ``reference``; the backend that
+    ran is ``last_backend()``. ``auto`` asks torch and Triton only (no probe process, no
+    pytest plugin): Triton is installed and its active driver launches on ``a.device.type``.
+    ``triton_available``: a predicate ``(device) -> bool`` that replaces that check for
+    ``auto`` (e.g. ``lambda d: devcaps.has("compile.triton")`` in a test, or ``lambda d: False``
+    to keep Triton out); ignored for an explicit backend.
     Invalid input raises ``TypeError``/``ValueError`` naming what was expected and given.
     """
     global _last_backend
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     p = build_problem(a, b, scale_a, scale_b, bias, out_dtype, epilogue, reductions, store_output)
-    name = choose_backend(p.device) if backend == "auto" else backend
+    name = (choose_backend(p.device, triton_available=triton_available) if backend == "auto"
+            else backend)
     if name == "triton":
         from .triton_backend import run_triton
 

@@ -142,8 +142,10 @@ def run_cpu(p: Problem) -> Result:
         return run_reference(p)
     activation = _onednn_activation(p)
     fused_ops = 1 if activation else 0
-    wide = p.a.dtype in FP8_DTYPES + (torch.bfloat16,) and p.b.dtype in FP8_DTYPES + (torch.bfloat16,)
-    gemm_is_output = (wide and p.out_dtype == torch.bfloat16 and fused_ops == len(p.epilogue)
+    # fp8 and bf16 inputs are exact in bf16, so a bf16 GEMM reads them unchanged.
+    bf16_exact = FP8_DTYPES + (torch.bfloat16,)
+    inputs_exact_in_bf16 = p.a.dtype in bf16_exact and p.b.dtype in bf16_exact
+    gemm_is_output = (inputs_exact_in_bf16 and p.out_dtype == torch.bfloat16 and fused_ops == len(p.epilogue)
                       and p.scale_a is None and p.scale_b is None
                       and all(r.source == "output" for r in p.reductions))
     compute = torch.bfloat16 if gemm_is_output else torch.float32

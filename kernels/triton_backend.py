@@ -8,11 +8,11 @@ scales, bias and ops on the accumulator, casts, stores ``y`` and reduces the til
   workspace ``[M, N // S]``. When ``S == group`` (the group fits the block) that workspace is
   the result; otherwise a small second pass reduces ``group // S`` partials per group. No
   atomics, so the result is deterministic.
-* fp8 operands are loaded as bytes (the interpreter mis-reads fp8 loads). Where the registry
-  says the device has that fp8 kind natively they are bitcast and go to ``tl.dot`` as fp8;
-  otherwise each tile is decoded with integer ops to bf16 (exact), which compiles on every
-  target (Triton's fp8 converts need sm89+ and reject fnuz on NVIDIA) and under the
-  interpreter.
+* fp8 operands are loaded as bytes (the interpreter mis-reads fp8 loads). Where Triton's
+  backend for the current target takes that fp8 type in ``tl.dot`` (``fp8_dot_types``) they
+  are bitcast and go to ``tl.dot`` as fp8; otherwise each tile is decoded with integer ops to
+  bf16 (exact), which compiles on every target (Triton's fp8 converts need sm89+ and reject
+  fnuz on NVIDIA) and under the interpreter.
 
 The source is generated because the op list is arbitrary; generated modules are written to a
 per-process directory so ``triton.jit`` can read their source (also under TRITON_INTERPRET=1).
@@ -33,21 +33,17 @@ import torch
 
 from .problem import FP8_DTYPES, Problem
 from .reference import Result
+from .triton_support import fp8_dot_types, triton_drives
 
-_TL_FP8 = {
-    torch.float8_e4m3fn: "tl.float8e4nv",
-    torch.float8_e5m2: "tl.float8e5",
-    torch.float8_e4m3fnuz: "tl.float8e4b8",
-    torch.float8_e5m2fnuz: "tl.float8e5b16",
+# Triton's name of each torch fp8 type (``tl.float8e4nv.name == "fp8e4nv"``...).
+_TRITON_FP8 = {
+    torch.float8_e4m3fn: "fp8e4nv",
+    torch.float8_e5m2: "fp8e5",
+    torch.float8_e4m3fnuz: "fp8e4b8",
+    torch.float8_e5m2fnuz: "fp8e5b16",
 }
-_TL_WIDE = {torch.bfloat16: "tl.bfloat16", torch.float16: "tl.float16",
+_TL_OUT_DTYPE = {torch.bfloat16: "tl.bfloat16", torch.float16: "tl.float16",
             torch.float32: "tl.float32"}
-_FP8_CAPABILITY = {
-    torch.float8_e4m3fn: "dtype.fp8_e4m3fn",
-    torch.float8_e5m2: "dtype.fp8_e5m2",
-    torch.float8_e4m3fnuz: "dtype.fp8_e4m3fnuz",
-    torch.float8_e5m2fnuz: "dtype.fp8_e5m2fnuz",
-}
 
 _HEADER = '''
 import triton
@@ -183,9 +179,7 @@ def _interpreting() -> bool:
 def _native_fp8(p: Problem) -> bool:
     if p.a.dtype != p.b.dtype or p.a.dtype not in FP8_DTYPES or _interpreting():
         return False
-    from pytest_devcaps.registry import device_has
-
-    return device_has(p.device, _FP8_CAPABILITY[p.a.dtype], native=True)
+    return triton_drives(p.device) and _TRITON_FP8[p.a.dtype] in fp8_dot_types()
 
 
 def _block_n(n: int) -> int:
@@ -216,7 +210,7 @@ def _dot_operand_dtype(dtype: torch.dtype, plan: _Plan) -> str | None:
 def _convert(name: str, dtype: torch.dtype, plan: _Plan) -> str:
     line = f"        {name} = {name}"
     if dtype in FP8_DTYPES and plan.native_fp8:
-        line += f".to({_TL_FP8[dtype]}, bitcast=True)"
+        line += f".to(tl.float8{_TRITON_FP8[dtype].removeprefix('fp8')}, bitcast=True)"
     elif dtype in FP8_DTYPES:
         line = f"        {name} = _decode_{str(dtype).split('_', 1)[1]}({name})"
     target = _dot_operand_dtype(dtype, plan)
@@ -292,16 +286,16 @@ def _source(plan: _Plan) -> str:
     scalar_params += [f"stride_w{j}" for j in range(len(plan.reductions))]
     convert = "\n".join(filter(None, [_convert("a", plan.a_dtype, plan),
                                       _convert("b", plan.b_dtype, plan)]))
-    wide_fp32 = "tl.float32" in (_dot_operand_dtype(plan.a_dtype, plan),
-                                 _dot_operand_dtype(plan.b_dtype, plan)) or plan.a_dtype == torch.float32
+    fp32_dot_operands = "tl.float32" in (_dot_operand_dtype(plan.a_dtype, plan),
+                                         _dot_operand_dtype(plan.b_dtype, plan)) or plan.a_dtype == torch.float32
     return _HEADER + _KERNEL.format(
         configs=_configs(plan),
-        out_dtype=_TL_WIDE[plan.out_dtype],
+        out_dtype=_TL_OUT_DTYPE[plan.out_dtype],
         operand_params="".join(f", {name}" for name in operand_params),
         workspace_params="".join(f", {name}" for name in workspace_params),
         scalar_params="".join(f", {name}" for name in scalar_params),
         convert=convert or "        pass",
-        dot_kwargs=', input_precision="ieee"' if wide_fp32 else "",
+        dot_kwargs=', input_precision="ieee"' if fp32_dot_operands else "",
         epilogue="\n".join(epilogue) or "    pass",
         store=("    tl.store(Y + rows[:, None] * stride_ym + cols[None, :] * stride_yn, y,"
                " mask=mask)") if plan.store else "",

@@ -5,10 +5,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
+from pytest_devcaps.files import write_atomic
 from pytest_devcaps.model import Level, ProbeOutcome
 
 CACHE_ENV = "PYTEST_DEVCAPS_CACHE_DIR"
@@ -28,27 +28,6 @@ def fingerprint(parts: Mapping[str, Any]) -> str:
     """A stable hash of plain data (torch version, device identities, catalogue digest...)."""
     blob = json.dumps(parts, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:32]
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` so readers see the old file or the new one, never a torn one."""
-    write_atomic_bytes(path, text.encode("utf-8"))
-
-
-def write_atomic_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` so readers see the old file or the new one, never a torn one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 class ProbeCache:

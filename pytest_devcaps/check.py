@@ -105,7 +105,7 @@ def command_check(args: argparse.Namespace) -> int:
     for line in format_matrix(results):
         print(line)
     if args.json:
-        from pytest_devcaps.cache import write_atomic
+        from pytest_devcaps.files import write_atomic
 
         write_atomic(Path(args.json), json.dumps(
             [{"suite": r.name, "exit_code": r.exit_code, "seconds": round(r.seconds, 2),

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pytest_devcaps.cache import write_atomic
+from pytest_devcaps.files import write_atomic
 from pytest_devcaps.state import SessionState, session_state
 from pytest_devcaps.table import capability_table, compact_levels, describe_identity, describe_origin
 

@@ -481,7 +481,8 @@ def _parsed_with_disk_cache(path: Path) -> Catalogue:
     pickle ~1 ms. A missing, stale or unreadable pickle only means parsing again.
     """
     from pytest_devcaps.version import __version__
-    from pytest_devcaps.cache import default_cache_dir, write_atomic_bytes
+    from pytest_devcaps.cache import default_cache_dir
+    from pytest_devcaps.files import write_atomic_bytes
 
     raw = path.read_bytes()
     key = hashlib.sha256(raw + f"{__version__}/{_PICKLE_FORMAT}".encode()).hexdigest()[:32]

@@ -28,7 +28,7 @@ from pytest_devcaps.distributed.harness import (
 )
 from pytest_devcaps.distributed.launcher import LaunchInfo, launched_world
 from pytest_devcaps.distributed.runner import DistributedRunner
-from pytest_devcaps.distributed.task import NotImportableError
+from pytest_devcaps.qualnames import NotImportableError
 
 __all__ = [
     "AllRanksSkipped",

@@ -15,9 +15,11 @@ import sys
 import threading
 import time
 from datetime import timedelta
+from pathlib import Path
 from typing import IO
 
 from pytest_devcaps.distributed.task import TASK_FILE, RankOutcome, Task
+from pytest_devcaps.files import write_atomic_bytes
 
 STACKS_FILE = "rank{rank}.stacks"
 LOG_FILE = "rank{rank}.log"
@@ -44,21 +46,6 @@ def _exit_when_orphaned(parent_pid: int) -> None:
             time.sleep(0.5)
 
     threading.Thread(target=watch, name="devcaps-parent-watch", daemon=True).start()
-
-
-def _write_outcome(path: str, outcome: RankOutcome) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        pickle.dump(outcome, f)
-    os.replace(tmp, path)  # atomic: the parent never reads half an outcome
-
-
-def _skip_reason(exc: BaseException) -> str | None:
-    """The reason of pytest's Skipped (pytest is only imported if the body already did)."""
-    outcomes = sys.modules.get("_pytest.outcomes")
-    if outcomes is not None and isinstance(exc, outcomes.Skipped):
-        return str(exc.msg)
-    return None
 
 
 def _run(task: Task, rank: int, run_dir: str) -> RankOutcome:
@@ -117,16 +104,12 @@ def main(run_dir: str, rank: int) -> None:
         task: Task = pickle.load(f)
     _exit_when_orphaned(task.parent_pid)
     sys.path[:] = list(task.sys_path)
-    outcome_path = os.path.join(run_dir, OUTCOME_FILE.format(rank=rank))
+    outcome_path = Path(run_dir) / OUTCOME_FILE.format(rank=rank)
     try:
         outcome = _run(task, rank, run_dir)
     except BaseException as exc:  # noqa: BLE001 - every failure must reach the parent
-        reason = _skip_reason(exc)
-        if reason is not None:
-            outcome = RankOutcome(rank=rank, status="skipped", message=reason)
-        else:
-            outcome = RankOutcome.failed(rank, exc)
-    _write_outcome(outcome_path, outcome)
+        outcome = RankOutcome.from_exception(rank, exc)
+    write_atomic_bytes(outcome_path, pickle.dumps(outcome))  # the parent never reads half of one
     try:
         _leave_process_group(wait_for_peers=outcome.status != "error")
     finally:

@@ -18,7 +18,6 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
-from pytest_devcaps.distributed._worker import _skip_reason
 from pytest_devcaps.distributed.context import RankContext, rank_device
 from pytest_devcaps import runtime
 from pytest_devcaps.distributed.task import RankOutcome
@@ -74,8 +73,8 @@ def ensure_process_group(info: LaunchInfo, device: torch.device, backend: str,
     return None
 
 
-def run_in_process(fn: Callable[..., Any], args: Sequence[Any], *, info: LaunchInfo,
-                   device: torch.device, backend: str) -> list[RankOutcome]:
+def run_on_launched_rank(fn: Callable[..., Any], args: Sequence[Any], *, info: LaunchInfo,
+                         device: torch.device, backend: str) -> list[RankOutcome]:
     """Run ``fn(ctx, *args)`` on this rank and all-gather every rank's outcome."""
     import torch.distributed as dist
 
@@ -85,10 +84,7 @@ def run_in_process(fn: Callable[..., Any], args: Sequence[Any], *, info: LaunchI
     try:
         outcome = RankOutcome(rank=info.rank, status="ok", value=pickle.dumps(fn(ctx, *args)))
     except BaseException as exc:  # noqa: BLE001 - the other ranks must hear about it
-        reason = _skip_reason(exc)
-        outcome = (RankOutcome(rank=info.rank, status="skipped", message=reason)
-                   if reason is not None else
-                   RankOutcome.failed(info.rank, exc))
+        outcome = RankOutcome.from_exception(info.rank, exc)
     gathered: list[Any] = [None] * info.world_size
     try:
         dist.all_gather_object(gathered, outcome)

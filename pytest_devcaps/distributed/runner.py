@@ -19,7 +19,7 @@ from pytest_devcaps.distributed.launcher import (
     LaunchInfo,
     ensure_process_group,
     launched_world,
-    run_in_process,
+    run_on_launched_rank,
 )
 from pytest_devcaps.distributed.task import FunctionRef
 
@@ -105,8 +105,8 @@ class DistributedRunner:
                                       options.effective_pg_timeout())
         if reason:
             pytest.skip(reason)
-        outcomes = run_in_process(fn, args, info=launch, device=self.device,
-                                  backend=self.backend)
+        outcomes = run_on_launched_rank(fn, args, info=launch, device=self.device,
+                                        backend=self.backend)
         failed = [o for o in outcomes if o.status == "error"]
         if failed:
             details = "\n".join([*(f"  rank {o.rank}: raised {o.summary}" for o in failed),

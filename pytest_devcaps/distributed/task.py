@@ -2,81 +2,35 @@
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import inspect
 import sys
 import traceback
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from pytest_devcaps.qualnames import qualified_name, resolve, source_file
+
 TASK_FILE = "task.pkl"
-
-
-class NotImportableError(TypeError):
-    """The rank function cannot be found by name in a fresh interpreter."""
 
 
 @dataclass(frozen=True)
 class FunctionRef:
-    """Where a module-level function lives, so a fresh interpreter can import it."""
+    """A module-level function by name (``module:qualname``, and its file), so a fresh
+    interpreter can import it."""
 
-    module: str
-    qualname: str
+    target: str
     file: str | None
 
     @classmethod
     def of(cls, fn: Callable[..., Any]) -> FunctionRef:
-        module = getattr(fn, "__module__", None)
-        qualname = getattr(fn, "__qualname__", None)
-        if not callable(fn) or not module or not qualname:
-            raise NotImportableError(f"distributed.run needs a function, got {fn!r}")
-        hint = ("define it at module level of an importable module (a test module is fine) "
-                "so each rank, a fresh interpreter, can import it by name")
-        if "<locals>" in qualname or "<lambda>" in qualname:
-            raise NotImportableError(
-                f"distributed.run cannot send {module}.{qualname} to the ranks: it is a local "
-                f"function or lambda; {hint}")
-        if module == "__main__":
-            raise NotImportableError(
-                f"distributed.run cannot send {qualname}: it lives in __main__; {hint}")
-        try:
-            file = inspect.getsourcefile(fn)
-        except TypeError:
-            file = None
-        ref = cls(module=module, qualname=qualname, file=file)
-        if ref._lookup(sys.modules.get(module)) is not fn:
-            raise NotImportableError(
-                f"distributed.run cannot send {module}.{qualname}: that name does not resolve to "
-                f"the function passed (decorated or replaced?); {hint}")
-        return ref
-
-    def _lookup(self, module: Any) -> Any:
-        target = module
-        for part in self.qualname.split("."):
-            target = getattr(target, part, None)
-        return target
+        """Raises :class:`NotImportableError` when a rank could not import ``fn`` by name."""
+        return cls(target=qualified_name(fn, "distributed.run"), file=source_file(fn))
 
     def resolve(self) -> Callable[..., Any]:
         """Import the module (by name, else from its file under the same name) and find the function."""
-        try:
-            module = importlib.import_module(self.module)
-        except ImportError:
-            if not self.file:
-                raise
-            spec = importlib.util.spec_from_file_location(self.module, self.file)
-            if spec is None or spec.loader is None:
-                raise
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[self.module] = module
-            spec.loader.exec_module(module)
-        fn = self._lookup(module)
-        if not callable(fn):
-            raise NotImportableError(f"{self.qualname} not found in module {self.module}")
-        return fn  # type: ignore[no-any-return]
+        return resolve(self.target, self.file)
 
     def __str__(self) -> str:
-        return f"{self.module}.{self.qualname}"
+        return self.target.replace(":", ".", 1)
 
 
 @dataclass(frozen=True)
@@ -108,8 +62,21 @@ class RankOutcome:
     summary: str = ""
 
     @classmethod
-    def failed(cls, rank: int, exc: BaseException) -> RankOutcome:
-        """The outcome of a body that raised ``exc`` (call inside the ``except`` block)."""
+    def from_exception(cls, rank: int, exc: BaseException) -> RankOutcome:
+        """The outcome of a body that raised ``exc``: ``skipped`` with the reason for pytest's
+        ``Skipped`` (``pytest.skip``), else ``error`` with the traceback and a one-line summary."""
+        reason = _skip_reason(exc)
+        if reason is not None:
+            return cls(rank=rank, status="skipped", message=reason)
         first = (str(exc).strip().splitlines() or [""])[0]
-        return cls(rank=rank, status="error", message=traceback.format_exc(),
+        return cls(rank=rank, status="error",
+                   message="".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
                    summary=f"{type(exc).__name__}: {first}" if first else type(exc).__name__)
+
+
+def _skip_reason(exc: BaseException) -> str | None:
+    """The reason of pytest's Skipped (pytest is only looked up if the body already imported it)."""
+    outcomes = sys.modules.get("_pytest.outcomes")
+    if outcomes is not None and isinstance(exc, outcomes.Skipped):
+        return str(exc.msg)
+    return None

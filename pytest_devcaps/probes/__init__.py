@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from pytest_devcaps.probes import attention, compile, distributed, dtypes, matmul, runtime
 from pytest_devcaps.probes.base import ProbeFunction, ProbeSpec
-from pytest_devcaps.probes.runner import run_in_process, run_probes
+from pytest_devcaps.probes.runner import run_probe_in_this_process, run_probes
 
-__all__ = ["ProbeFunction", "ProbeSpec", "builtin_probes", "run_in_process", "run_probes"]
+__all__ = ["ProbeFunction", "ProbeSpec", "builtin_probes", "run_probe_in_this_process",
+           "run_probes"]
 
 _BUILTIN: dict[str, ProbeFunction] = {
     "dtype.fp64": dtypes.probe_fp64,

@@ -13,18 +13,10 @@ import importlib
 import json
 import os
 import sys
-from typing import IO, Any, Callable, NoReturn, cast
+from typing import IO, Any, Callable, NoReturn
 
 from pytest_devcaps.probes.base import brief, call_probe
-
-
-def resolve(target: str) -> Callable[[str], Any]:
-    """Import ``module:qualname``."""
-    module_name, _, qualname = target.partition(":")
-    obj: Any = importlib.import_module(module_name)
-    for part in qualname.split("."):
-        obj = getattr(obj, part)
-    return cast(Callable[[str], Any], obj)
+from pytest_devcaps.qualnames import resolve
 
 
 def _preload(modules: list[str]) -> None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from pytest_devcaps.model import Level, ProbeOutcome
+from pytest_devcaps.qualnames import qualified_name
 
 ProbeFunction = Callable[[str], ProbeOutcome]
 
@@ -27,8 +28,9 @@ class ProbeSpec:
 
     @property
     def target(self) -> str:
-        """``module:qualname`` of the function, the form the child process imports."""
-        return f"{self.function.__module__}:{self.function.__qualname__}"
+        """``module:qualname`` of the function, the form the child process imports; raises
+        :class:`~pytest_devcaps.qualnames.NotImportableError` when it could not."""
+        return qualified_name(self.function, f"probe {self.name!r}")
 
 
 def brief(exc: BaseException) -> str:

@@ -15,6 +15,7 @@ from typing import IO, Any, Mapping, Sequence
 
 from pytest_devcaps.model import Level, ProbeOutcome
 from pytest_devcaps.probes.base import ProbeSpec, brief, call_probe
+from pytest_devcaps.qualnames import NotImportableError
 
 #: Seconds a fresh child may take to import torch and the probe modules before "ready".
 STARTUP_TIMEOUT = 120.0
@@ -49,11 +50,11 @@ def run_probes(device: str, specs: Mapping[str, ProbeSpec], *, timeout: float = 
             results.setdefault(name, failed)
     for name, spec in specs.items():
         if not spec.isolated:
-            results[name] = run_in_process(spec, device)
+            results[name] = run_probe_in_this_process(spec, device)
     return {name: results[name] for name in specs}
 
 
-def run_in_process(spec: ProbeSpec, device: str) -> ProbeOutcome:
+def run_probe_in_this_process(spec: ProbeSpec, device: str) -> ProbeOutcome:
     """Call one probe here, turning anything it raises into ``UNKNOWN``."""
     return call_probe(spec.function, device)
 
@@ -61,8 +62,13 @@ def run_in_process(spec: ProbeSpec, device: str) -> ProbeOutcome:
 def _run_isolated(device: str, items: list[tuple[str, ProbeSpec]], timeout: float,
                   sys_path: Sequence[str] | None) -> dict[str, ProbeOutcome]:
     results: dict[str, ProbeOutcome] = {}
+    pending: list[tuple[str, str]] = []
+    for name, spec in items:
+        try:
+            pending.append((name, spec.target))
+        except NotImportableError as exc:  # a local function or lambda: only this one is unknown
+            results[name] = ProbeOutcome(Level.UNKNOWN, str(exc))
     paths = _child_sys_path(sys.path if sys_path is None else sys_path)
-    pending = items
     while pending:
         child = _Child(device, pending, paths)
         try:
@@ -72,7 +78,7 @@ def _run_isolated(device: str, items: list[tuple[str, ProbeSpec]], timeout: floa
         results.update(answered)
         if failure is not None and failure.probe is not None:
             results[failure.probe] = ProbeOutcome(Level.UNKNOWN, failure.reason)
-        remaining = [(name, spec) for name, spec in pending if name not in results]
+        remaining = [(name, target) for name, target in pending if name not in results]
         if len(remaining) == len(pending):  # the child answered nothing: do not respawn forever
             reason = failure.reason if failure is not None else "probe child ended without answering"
             for name, _ in remaining:
@@ -99,15 +105,15 @@ class _Failure:
 class _Child:
     """One probe child process and the thread reading its result lines."""
 
-    def __init__(self, device: str, items: list[tuple[str, ProbeSpec]],
-                 paths: list[str]) -> None:
+    def __init__(self, device: str, items: list[tuple[str, str]], paths: list[str]) -> None:
+        """``items``: (probe name, ``module:qualname`` of its function)."""
         self.stderr: IO[bytes] = tempfile.TemporaryFile()
         self.lines: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.process: subprocess.Popen[bytes] | None = None
         self.start_error: str | None = None
         self.reader: threading.Thread | None = None
         request = json.dumps({"device": device, "preload": list(PRELOAD),
-                              "probes": [[name, spec.target] for name, spec in items]})
+                              "probes": [list(item) for item in items]})
         env = {**os.environ, **_CHILD_ENV}
         group = ({"start_new_session": True} if os.name == "posix"
                  else {"creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)})

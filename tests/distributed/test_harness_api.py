@@ -16,6 +16,7 @@ from pytest_devcaps.distributed import (
     rank_device,
 )
 from pytest_devcaps.distributed.harness import WorldOptions, rank_environment
+from pytest_devcaps.distributed.task import RankOutcome
 
 import _dist_bodies as _bodies
 
@@ -108,3 +109,20 @@ def test_process_group_timeout_stays_below_the_watchdog() -> None:
     assert WorldOptions(timeout_s=10).effective_pg_timeout() == 8
     assert WorldOptions(timeout_s=1000, pg_timeout_s=30).effective_pg_timeout() == 30
     pickle.dumps(WorldOptions())
+
+
+def _raise(exc: BaseException) -> BaseException:
+    try:
+        raise exc
+    except BaseException as caught:  # noqa: BLE001 - handed back to build an outcome later
+        return caught
+
+
+def test_rank_outcome_from_exception_skips_only_pytest_skips() -> None:
+    skipped = RankOutcome.from_exception(2, _raise(pytest.skip.Exception("no widget")))
+    assert (skipped.rank, skipped.status, skipped.message) == (2, "skipped", "no widget")
+    failed = RankOutcome.from_exception(1, _raise(ValueError("boom\nsecond line")))
+    assert (failed.rank, failed.status, failed.summary) == (1, "error", "ValueError: boom")
+    # The traceback comes from the exception itself, even outside its except block.
+    assert "in _raise" in failed.message and failed.message.rstrip().endswith("second line")
+    assert RankOutcome.from_exception(0, _raise(KeyboardInterrupt())).summary == "KeyboardInterrupt"

@@ -177,9 +177,12 @@ LAUNCHED = textwrap.dedent("""
 def test_under_torchrun_bodies_run_in_process_on_each_rank(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_launched=LAUNCHED)
     started = time.monotonic()
+    # Every rank runs the whole session, so every rank must run the tests in the same order:
+    # pytest-randomly (when installed) would shuffle each rank with its own seed.
     result = pytester.run(sys.executable, "-m", "torch.distributed.run", "--standalone",
                           "--nproc-per-node", "2", "-m", "pytest", "-p", "no:devcaps",
-                          "-p", "no:cacheprovider", "-q", "-rs", "test_launched.py", timeout=120)
+                          "-p", "no:cacheprovider", "-p", "no:randomly", "-q", "-rs",
+                          "test_launched.py", timeout=120)
     out = result.stdout.str()
     assert result.ret != 0, out + result.stderr.str()
     assert out.count("1 failed, 1 passed, 1 skipped") == 2, out

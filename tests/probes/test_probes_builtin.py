@@ -12,7 +12,7 @@ import torch
 
 from pytest_devcaps.model import Level, ProbeOutcome
 from pytest_devcaps.probes import ProbeSpec, builtin_probes, run_probes
-from pytest_devcaps.probes._child import resolve
+from pytest_devcaps.qualnames import resolve
 
 N, U = Level.NATIVE, Level.UNSUPPORTED
 

@@ -1,0 +1,85 @@
+"""What Triton can do in this process, asked of torch and Triton themselves.
+
+The kernel library decides on its own: it never asks the test plugin's capability registry
+(which would start probe processes on a library call).
+
+* :func:`triton_drives` -- Triton is installed and its active driver launches kernels on the
+  device's type. Triton's drivers drive the current accelerator (the NVIDIA and AMD drivers are
+  active when ``torch.cuda.is_available()``, see ``triton/backends/*/driver.py``), so for any
+  other device type (CPU included) triton is not even imported.
+* :func:`fp8_dot_types` -- the fp8 types ``tl.dot`` takes as fp8 on the target Triton compiles
+  for now, read from the Triton backend's own options as ``torch.utils._triton.triton_backend``
+  does (``make_backend(driver.active.get_current_target()).parse_options({})``).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from typing import Any
+
+import torch
+
+# GPUTarget.backend -> torch device type, for Triton drivers without get_active_torch_device
+# (Triton 3.2 and older). ROCm tensors are "cuda" tensors in torch (triton/backends/amd/
+# driver.py: "when using hip devices, the device string in pytorch is 'cuda'").
+TARGET_DEVICE_TYPES = {"cuda": "cuda", "hip": "cuda", "xpu": "xpu"}
+
+
+def active_driver() -> Any | None:
+    """Triton's active driver; None when triton is not installed or no driver is active."""
+    if importlib.util.find_spec("triton") is None:
+        return None
+    try:
+        from triton.runtime.driver import driver
+
+        return driver.active
+    except Exception:  # noqa: BLE001 - "0 active drivers" (RuntimeError), a broken install...
+        return None
+
+
+def driver_device_type(driver: Any) -> str | None:
+    """The torch device type a Triton driver launches kernels on (None: unknown to us)."""
+    active_torch_device = getattr(driver, "get_active_torch_device", None)
+    if active_torch_device is not None:
+        return str(active_torch_device().type)
+    return TARGET_DEVICE_TYPES.get(str(driver.get_current_target().backend))
+
+
+def triton_drives(device: torch.device) -> bool:
+    """True when Triton is installed and its active driver runs kernels on ``device.type``."""
+    accelerator = torch.accelerator.current_accelerator()
+    if accelerator is None or accelerator.type != device.type:
+        return False
+    driver = active_driver()
+    try:
+        return driver is not None and driver_device_type(driver) == device.type
+    except Exception:  # noqa: BLE001 - a driver that cannot name its device drives nothing we know
+        return False
+
+
+def options_fp8_dot_types(options: Any) -> frozenset[str]:
+    """Triton fp8 type names (``fp8e4nv``...) a backend's options let ``tl.dot`` take as fp8:
+    ``supported_fp8_dtypes`` less ``deprecated_fp8_dot_operand_dtypes`` (which ``tl.dot``
+    upcasts to fp16, triton/language/semantic.py)."""
+    supported = frozenset(getattr(options, "supported_fp8_dtypes", ()))
+    return supported - frozenset(getattr(options, "deprecated_fp8_dot_operand_dtypes", ()))
+
+
+@functools.lru_cache(maxsize=None)
+def _target_fp8_dot_types(target: Any) -> frozenset[str]:
+    from triton.compiler.compiler import make_backend
+
+    return options_fp8_dot_types(make_backend(target).parse_options({}))
+
+
+def fp8_dot_types() -> frozenset[str]:
+    """:func:`options_fp8_dot_types` of the target Triton compiles for now (the active driver's
+    current device, as in ``triton.runtime.jit``); empty when Triton cannot say."""
+    driver = active_driver()
+    if driver is None:
+        return frozenset()
+    try:
+        return _target_fp8_dot_types(driver.get_current_target())
+    except Exception:  # noqa: BLE001 - another Triton version: decode fp8 with integer ops instead
+        return frozenset()
