@@ -264,6 +264,10 @@ class Finder(ast.NodeVisitor):
             calls.settings(self, node, name)
         elif name == "torch.cuda" or name.startswith("torch.cuda."):
             calls.torch_cuda_name(self, node, name)
+        elif name.endswith("DeviceType.CUDA"):
+            item = self.add(node, "DC003", f"`{name}` singles out CUDA (profiler events)",
+                            "the test's device type: torch.autograd.DeviceType[device.type.upper()]", "cuda")
+            item.why = "compare with the test's device type instead"
         elif name.endswith("Backend.NCCL"):
             item = self.add(node, "DC008", f"`{name}` is the CUDA-only distributed backend", rules.DIST_USE,
                             "accelerator")

@@ -211,8 +211,8 @@ def unknown_device_word(name: str) -> rules.Gate | None:
     if match is None:
         return None
     word = match.group(0).lower()
-    code = "DC006" if word.startswith("sm") else "DC007" if word in ("rocm", "hip") else \
-        "DC008" if word == "nccl" else "DC001"
+    code = "DC006" if word.startswith("sm") else "DC007" if word in ("rocm", "hip") or "version" in name.lower() \
+        else "DC008" if word == "nccl" else "DC001"
     return rules.Gate(code, name, Need(blockers=(f"{name} is a device check the lint cannot read",),
                                        hardware="accelerator"),
                       "requires_capability for what it checks, or the device fixture")

@@ -291,6 +291,7 @@ ARCH_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^is_sm_at_least_(\d+)$"), "min"),
     (re.compile(r"^(?:is_)?(?:SM|sm)_?(\d{2,3})(?:OrLater|_or_later|_or_newer|_plus|OrNewer)$"), "min"),
     (re.compile(r"^(?:IS_|is_)(?:SM|sm)_?(\d{2,3})$"), "exact"),
+    (re.compile(r"^is_sm_version$"), "exact"),  # torchao: is_sm_version(10, 0)
     (re.compile(r"^(?:(?:is_|IS_|has_|HAS_)(?:MI\d{3}X?|mi\d{3}x?|Navi\d*|navi\d*|NAVI\d*|cdna\d*|CDNA\d*|"
                 r"rdna\d*|RDNA\d*|gfx\d+\w*)|CDNA\dOrLater)$"), "rocm"),
     (re.compile(r"^(?:is_|IS_)(hopper|blackwell|ampere|ada|h100|h200|b200|a100|HOPPER|BLACKWELL|"
