@@ -22,7 +22,7 @@ from pytest_devcaps.lint.fix import fix_text  # noqa: E402  (after the importors
 FIXTURES = Path(__file__).resolve().parent / "data" / "lint"
 ALL = sorted(p.name.removesuffix(".py.txt") for p in FIXTURES.glob("*.py.txt") if ".fixed." not in p.name)
 # Fixtures that import only torch and pytest, so the converted file runs here.
-RUNNABLE = ["pytest_cuda", "float8_style", "transformers_style", "distributed_pytest"]
+RUNNABLE = ["pytest_cuda", "float8_style", "transformers_style", "distributed_pytest", "module_gates"]
 
 
 def _source(name: str) -> str:

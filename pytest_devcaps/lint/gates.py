@@ -199,7 +199,7 @@ def classify(node: ast.expr, used: Uses, *, in_condition: bool = False) -> Atom 
         gate = None  # torch.cuda.is_available without a call, torch.version...: not a flag
     else:
         gate = _named_gate(last)
-    if gate is None and in_condition:
+    if gate is None and in_condition and not name.startswith("torch."):
         gate = unknown_device_word(last + ("()" if isinstance(node, ast.Call) else ""))
     return _from_gate(node, gate, used) if gate is not None else None
 

@@ -278,6 +278,13 @@ GATE_CALLS: dict[str, Gate] = {
     "torch.distributed.is_nccl_available": Gate("DC008", "is_nccl_available()", _caps("dist.nccl"),
                                                 "the dist_backend fixture, or requires_capability('dist.nccl')"),
     "is_ROCM": _rocm("is_ROCM()"),
+    # torch.backends.cuda: the SDPA backends CUDA enables (and builds) for scaled_dot_product_attention
+    **{f"torch.backends.cuda.{name}": Gate("DC006", f"torch.backends.cuda.{name}()", _caps(capability),
+                                           f"requires_capability('{capability}')")
+       for name, capability in (("flash_sdp_enabled", "attention.flash"),
+                                ("is_flash_attention_available", "attention.flash"),
+                                ("mem_efficient_sdp_enabled", "attention.mem_efficient"),
+                                ("cudnn_sdp_enabled", "attention.cudnn"))},
     "is_torch_bf16_gpu_available": Gate("DC006", "is_torch_bf16_gpu_available()", _caps("dtype.bf16"),
                                         "requires_capability('dtype.bf16')"),
     "is_torch_tf32_available": Gate("DC006", "is_torch_tf32_available()", _caps("dtype.tf32"),
