@@ -98,6 +98,14 @@ def test_exit_codes_and_exclude(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert main(["lint", str(tmp_path), "--exclude", "test_bad.py"]) == 0
 
 
+def test_walks_skip_virtualenvs_and_build_output(tmp_path: Path) -> None:
+    for folder in (".venv/lib", "build", "node_modules/x", "pkg/.tox", "pkg"):
+        (tmp_path / folder).mkdir(parents=True, exist_ok=True)
+        (tmp_path / folder / "m.py").write_text("torch.cuda.synchronize()\n")
+    assert [Path(f.path).relative_to(tmp_path).as_posix() for f in lint_paths([tmp_path])] == ["pkg/m.py"]
+    assert len(lint_paths([tmp_path / "build" / "m.py"])) == 1  # a file named is always read
+
+
 def test_missing_path_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["lint", "/nonexistent/tests"]) == 2
     assert capsys.readouterr().err == "devcaps: error: /nonexistent/tests: no such file or directory\n"

@@ -113,14 +113,27 @@ def read_text(path: Path) -> str | tuple[int, int, str]:
         return line, 1, f"cannot decode: {exc}"
 
 
+# Folders a walk skips (as ruff and black do): hidden ones (.venv, .git, .tox) and these.
+SKIPPED_DIRS = frozenset({"venv", "node_modules", "build", "dist", "__pycache__", "site-packages",
+                          "__pypackages__", "_build"})
+
+
+def _walk(root: Path) -> Iterator[Path]:
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root).parts[:-1]
+        if not any(p.startswith(".") or p in SKIPPED_DIRS for p in parts):
+            yield path
+
+
 def iter_python_files(paths: Iterable[str | Path], exclude: Sequence[str] = ()) -> Iterator[Path]:
-    """Python files under ``paths`` (a file is taken as given), minus ``exclude`` globs matched
-    against the path or the file name; a path that does not exist raises LintInputError."""
+    """Python files under ``paths`` (a file is taken as given; a walk skips virtualenvs, build
+    output and hidden folders), minus ``exclude`` globs matched against the path or the file
+    name; a path that does not exist raises LintInputError."""
     for root in paths:
         root = Path(root)
         if not root.exists():
             raise LintInputError(f"{root}: no such file or directory")
-        candidates = [root] if root.is_file() else sorted(root.rglob("*.py"))
+        candidates = [root] if root.is_file() else list(_walk(root))
         for path in candidates:
             text = path.as_posix()
             if any(fnmatch.fnmatch(text, pattern) or fnmatch.fnmatch(path.name, pattern) for pattern in exclude):
