@@ -53,7 +53,7 @@ def test_merge_reasons_keep_probe_and_rule_text() -> None:
 
 def test_capability_setting_parse() -> None:
     assert CapabilitySetting.parse("dtype.bf16=native") == CapabilitySetting("dtype.bf16", Level.NATIVE, None)
-    assert CapabilitySetting.parse("dtype.bf16=unsupported@cuda:1").device == "cuda:1"
+    assert CapabilitySetting.parse("dtype.bf16=unsupported@cuda:1").device == "cuda:1"  # devcaps: allow[DC003]
     with pytest.raises(ConfigError, match="expected CAPABILITY=LEVEL"):
         CapabilitySetting.parse("dtype.bf16")
     with pytest.raises(ConfigError, match="invalid level 'nope'"):
