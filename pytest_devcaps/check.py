@@ -26,6 +26,7 @@ class SuiteResult:
     exit_code: int
     seconds: float
     counts: dict[str, Counter[str]] = field(default_factory=dict)
+    hardware: Counter[str] = field(default_factory=Counter)
 
 
 def available_suites(wanted: Sequence[str] = ()) -> list[str]:
@@ -65,6 +66,8 @@ def run_suite(name: str, pytest_args: Sequence[str], *, devices: str | None,
             for test in json.loads(report.read_text())["tests"]:
                 device = test.get("device") or "no-device"
                 result.counts.setdefault(device, Counter())[classify_outcome(test)] += 1
+                if test.get("hardware"):
+                    result.hardware[test["hardware"]] += 1
         return result
 
 
@@ -84,7 +87,15 @@ def format_matrix(results: Sequence[SuiteResult]) -> list[str]:
         if not result.counts:
             why = "collected no tests" if result.exit_code == 5 else "no report"
             lines.append(f"{result.name:<8} {'-':<8} {why} (pytest exit code {result.exit_code})")
-    return lines
+    return lines + hardware_lines(results)
+
+
+def hardware_lines(results: Sequence[SuiteResult]) -> list[str]:
+    """Tests per hardware class and suite: ``hardware  kernels: generic 40, accelerator 3``."""
+    from pytest_devcaps.classification import count_text
+
+    return [f"hardware {result.name}: {count_text(result.hardware)}"
+            for result in results if result.hardware]
 
 
 def command_check(args: argparse.Namespace) -> int:
@@ -109,7 +120,8 @@ def command_check(args: argparse.Namespace) -> int:
 
         write_atomic(Path(args.json), json.dumps(
             [{"suite": r.name, "exit_code": r.exit_code, "seconds": round(r.seconds, 2),
-              "counts": {d: dict(c) for d, c in r.counts.items()}} for r in results], indent=1))
+              "counts": {d: dict(c) for d, c in r.counts.items()}, "hardware": dict(r.hardware)}
+             for r in results], indent=1))
     # A suite that ran nothing (exit code 5) proves nothing: it fails the check too.
     failed = [r for r in results if r.exit_code != 0 or
               any(c["failed"] or c["error"] for c in r.counts.values())]

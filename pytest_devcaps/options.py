@@ -22,6 +22,7 @@ ENV_OVERRIDES = "PYTEST_DEVCAPS_OVERRIDES"
 ENV_PROFILE = "PYTEST_DEVCAPS_PROFILE"
 ENV_REQUIRE = "PYTEST_DEVCAPS_REQUIRE"
 ENV_PROBE_TIMEOUT = "PYTEST_DEVCAPS_PROBE_TIMEOUT"
+ENV_HARDWARE = "PYTEST_DEVCAPS_HARDWARE"
 
 DEVICES_HELP = "comma-separated device types to run device tests on (default: every type present)"
 EXCEPT_HELP = "comma-separated device types to leave out"
@@ -29,6 +30,8 @@ OVERRIDES_HELP = "capability override YAML file (repeatable; later files win)"
 PROFILE_HELP = "plan against a device profile (shipped name or YAML file) instead of running"
 REQUIRE_HELP = "comma-separated capabilities this runner must have: their skips become failures"
 TIMEOUT_HELP = "seconds one empirical probe may take before it counts as unknown"
+HARDWARE_HELP = ("comma-separated hardware classes to run (generic, accelerator, a device type or "
+                 "vendor); other tests are deselected")
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -56,6 +59,13 @@ def add_options(parser: pytest.Parser) -> None:
                   default=[])
     parser.addini("devcaps_require", REQUIRE_HELP, type="string", default="")
     parser.addini("devcaps_probe_timeout", TIMEOUT_HELP, type="string", default="")
+    _add_hardware_option(group, parser)
+
+
+def _add_hardware_option(group: Any, parser: pytest.Parser) -> None:
+    group.addoption("--devcaps-hardware", dest="devcaps_hardware", metavar="CLASSES",
+                    help=HARDWARE_HELP)
+    parser.addini("devcaps_hardware", HARDWARE_HELP, type="string", default="")
 
 
 @dataclass(frozen=True)
@@ -78,6 +88,7 @@ class DevcapsSettings:
     reprobe: bool
     probe_timeout: Setting
     pin_workers: bool
+    hardware: Setting = Setting((), "default")
 
     def registry_options(self) -> RegistryOptions:
         return RegistryOptions(
@@ -102,6 +113,8 @@ class DevcapsSettings:
             flags.append(f"--devcaps-profile={self.profile.value}")
         if self.require.value:
             flags.append(f"--devcaps-require={','.join(self.require.value)}")
+        if self.hardware.value:
+            flags.append(f"--devcaps-hardware={','.join(self.hardware.value)}")
         return flags
 
 
@@ -166,7 +179,15 @@ def resolve_settings(config: pytest.Config) -> DevcapsSettings:
         reprobe=bool(config.getoption("devcaps_reprobe")),
         probe_timeout=Setting(timeout_value, timeout.source),
         pin_workers=bool(config.getoption("devcaps_pin_workers")),
+        hardware=_hardware(config),
     )
+
+
+def _hardware(config: pytest.Config) -> Setting:
+    """The selected hardware classes, lower-cased; checked against the vocabulary at collection
+    (a name of an out-of-tree backend needs the registry)."""
+    hardware = _layered(config, "devcaps_hardware", ENV_HARDWARE, "devcaps_hardware")
+    return Setting(tuple(part.lower() for part in _split(hardware.value or "")), hardware.source)
 
 
 KNOWN_DEVICE_TYPES: Sequence[str] = ("cpu", "cuda", "xpu", "mps", "hpu", "mtia", "npu", "privateuseone")

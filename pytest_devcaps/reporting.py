@@ -59,6 +59,8 @@ class ReportingPlugin:
         if isinstance(data, dict):
             entry.update(device=data.get("device"), requires=data.get("requires", []),
                          missing=data.get("missing", []))
+        if isinstance(report.__dict__.get("devcaps_hardware"), str):
+            entry["hardware"] = report.__dict__["devcaps_hardware"]
         if report.when == "call" or (report.when == "setup" and not report.passed):
             entry["outcome"] = report.outcome
         elif report.when == "teardown" and report.failed:
@@ -88,6 +90,11 @@ class ReportingPlugin:
                           exitstatus=int(exitstatus), mode="run")
 
 
+def hardware_counts(tests: list[dict[str, Any]]) -> dict[str, int]:
+    """Tests per hardware class (``generic``, ``accelerator``, a device type or vendor)."""
+    return dict(Counter(t["hardware"] for t in tests if t.get("hardware")))
+
+
 def write_json_report(path: Path, state: SessionState, tests: list[dict[str, Any]], *,
                       exitstatus: int, mode: str) -> None:
     registry = state.registry
@@ -101,5 +108,7 @@ def write_json_report(path: Path, state: SessionState, tests: list[dict[str, Any
         "capabilities": [record.to_dict() for record in registry],
         "meta": registry.meta,
         "tests": sorted(tests, key=lambda t: t["nodeid"]),
+        "hardware": hardware_counts(tests),
+        "hardware_selection": list(state.settings.hardware.value),
     }
     write_atomic(path, json.dumps(payload, indent=1, sort_keys=True, default=str))

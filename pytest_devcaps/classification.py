@@ -1,0 +1,147 @@
+"""Hardware classification of tests: ``generic`` | ``accelerator`` | ``<device type or vendor>``.
+
+After PyTorch's ``HardwareClassification`` (upstream ``common_utils``, PR #186918: GENERIC,
+ACCELERATOR, CPU, CUDA, MPS, XPU; not in torch 2.13): ``generic`` runs anywhere, the CPU
+included; ``accelerator`` needs some accelerator, of any vendor; a device type (``cuda``,
+``xpu``, ``privateuse1``...) or vendor (``nvidia``, ``amd``...) names the only hardware a test is
+for. A test declares it with ``@pytest.mark.hardware("accelerator")`` (the closest mark wins)
+or its class's ``hw_classification`` attribute (PyTorch's enum or a string). An undeclared test
+is ``accelerator`` when a requirement of it is one only accelerators meet, else ``generic``.
+
+"Only accelerators meet" is read from the catalogue: every rule the catalogue has for the
+``cpu`` vendor (its own, then ``"*"``) gives a level the requirement refuses, and one of them
+holds unconditionally (``runtime.graphs``, ``dtype.tf32``, ``dist.nccl``; native fp8); or the
+test requires two or more devices of its type (a CPU is one device).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+
+from pytest_devcaps.conditions import device_names, static_device_names
+from pytest_devcaps.errors import ConfigError, MarkerError, did_you_mean
+from pytest_devcaps.markargs import capability_names
+from pytest_devcaps.model import Level
+
+if TYPE_CHECKING:
+    import pytest
+
+    from pytest_devcaps.config.catalogue import Catalogue
+    from pytest_devcaps.registry import CapabilityRegistry
+
+GENERIC = "generic"
+ACCELERATOR = "accelerator"
+MARKER = "hardware"
+#: The class attribute PyTorch's device-generic test classes declare (``hw_classification =
+#: HardwareClassification.ACCELERATOR``); a plain string works too.
+ATTRIBUTE = "hw_classification"
+CPU_VENDOR = "cpu"
+
+
+@dataclass(frozen=True)
+class Classification:
+    """A test's hardware class, and why: ``declared`` (mark or attribute) or ``inferred``."""
+
+    value: str
+    how: str
+
+    @property
+    def inferred(self) -> bool:
+        return self.how != "declared"
+
+
+def normalise(value: Any) -> str:
+    """``HardwareClassification.ACCELERATOR`` / ``"ACCELERATOR"`` -> ``"accelerator"``."""
+    name = getattr(value, "name", value)
+    return str(name).strip().lower()
+
+
+def vocabulary(registry: CapabilityRegistry | None = None) -> tuple[str, ...]:
+    """Every valid class: generic, accelerator, device types and vendors (the registry's too)."""
+    names = device_names(registry) if registry is not None else static_device_names()
+    return (GENERIC, ACCELERATOR, *[n for n in names if n not in (GENERIC, ACCELERATOR)])
+
+
+def check_class(value: Any, registry_of: Any = None, *, marker: str = MARKER) -> str:
+    """``value`` normalised, or :class:`MarkerError` naming the closest class.
+
+    ``registry_of`` (a zero-argument callable) is asked for the registry only when ``value``
+    is none of the static names, so a registry is built only for an out-of-tree backend's name.
+    """
+    name = normalise(value)
+    if name in vocabulary():
+        return name
+    known = vocabulary(registry_of() if registry_of is not None else None)
+    if name not in known:
+        raise MarkerError(marker, f"unknown hardware class {value!r}{did_you_mean(name, known)}; "
+                                  f"expected {GENERIC}, {ACCELERATOR}, or a device type or vendor "
+                                  f"({', '.join(known[2:])})")
+    return name
+
+
+def declared(marks: Iterable[pytest.Mark], cls: type | None) -> Any:
+    """The class a test declares (the closest ``hardware`` mark, else ``hw_classification``)."""
+    for mark in marks:
+        if mark.name == MARKER:
+            if len(mark.args) != 1 or mark.kwargs:
+                raise MarkerError(MARKER, f"takes one class ({GENERIC}, {ACCELERATOR}, a device "
+                                          f"type or vendor), got {mark.args!r} {mark.kwargs!r}")
+            return mark.args[0]
+    return None if cls is None else getattr(cls, ATTRIBUTE, None)
+
+
+def accelerator_only(catalogue: Catalogue, capability: str, *, native: bool) -> bool:
+    """Whether the catalogue's CPU rules rule ``capability`` out on every CPU."""
+    rules = catalogue.rules_for(CPU_VENDOR, capability)
+    acceptable = (Level.NATIVE,) if native else (Level.NATIVE, Level.EMULATED)
+    return (bool(rules) and all(rule.level not in acceptable for rule in rules)
+            and any(rule.when is None for rule in rules))
+
+
+def needs_accelerator(marks: Sequence[pytest.Mark], catalogue: Catalogue) -> str | None:
+    """The first requirement only accelerators meet, as text; None when a CPU can meet all."""
+    for mark in marks:
+        if mark.name == "requires_devices" and mark.args and isinstance(mark.args[0], int) \
+                and mark.args[0] >= 2:
+            return f"requires_devices({mark.args[0]})"
+        if mark.name != "requires_capability":
+            continue
+        native = bool(mark.kwargs.get("native", False))
+        for name in capability_names(mark):
+            if name in catalogue and accelerator_only(catalogue, name, native=native):
+                return f"{'native ' if native else ''}{name}"
+        alternatives = [a for a in mark.kwargs.get("any_of") or () if a in catalogue]
+        if alternatives and all(accelerator_only(catalogue, a, native=native) for a in alternatives):
+            return f"any_of({','.join(alternatives)})"
+    return None
+
+
+def classify(marks: Sequence[pytest.Mark], cls: type | None, registry_of: Any) -> Classification:
+    """The class of one test from its marks (closest first) and class. ``registry_of`` gives
+    the registry, asked only when a requirement must be read or a name is not a static one."""
+    value = declared(marks, cls)
+    if value is not None:
+        return Classification(check_class(value, registry_of), "declared")
+    if any(m.name in ("requires_capability", "requires_devices") for m in marks):
+        reason = needs_accelerator(marks, registry_of().catalogue)
+        if reason is not None:
+            return Classification(ACCELERATOR, f"inferred from {reason}")
+    return Classification(GENERIC, "inferred")
+
+
+def parse_selection(text: Iterable[str], source: str, registry_of: Any = None) -> tuple[str, ...]:
+    """``--devcaps-hardware`` values checked against the vocabulary (ConfigError on a typo)."""
+    chosen = []
+    for item in text:
+        try:
+            chosen.append(check_class(item, registry_of))
+        except MarkerError as exc:
+            raise ConfigError(exc.message, file=source) from None
+    return tuple(dict.fromkeys(chosen))
+
+
+def count_text(counts: Mapping[str, int]) -> str:
+    """``generic 10, accelerator 3, cuda 1``: generic, accelerator, then the rest by name."""
+    order = sorted(counts, key=lambda name: (name != GENERIC, name != ACCELERATOR, name))
+    return ", ".join(f"{name} {counts[name]}" for name in order) or "no tests"
