@@ -25,12 +25,24 @@ COMMON_FACTS: frozenset[str] = frozenset(
     DeviceIdentity(type="cpu", index=None, vendor="cpu", name="cpu", arch="").rule_facts())
 
 
+@functools.lru_cache(maxsize=1)
+def _profile_facts() -> frozenset[str]:
+    """Every fact the shipped device profiles give their devices (every builtin vendor's)."""
+    from pytest_devcaps.config import list_profiles, load_catalogue, load_profile
+
+    catalogue = load_catalogue()
+    return frozenset(name for profile in list_profiles()
+                     for identity in load_profile(profile, catalogue).identities
+                     for name in identity.rule_facts())
+
+
 @functools.lru_cache(maxsize=8)
 def known_facts(registry: CapabilityRegistry) -> frozenset[str]:
-    """Fact names a condition may use: the common ones, every discovered (or profiled)
-    device's facts, and every fact a vendor rule of the catalogue tests (``compute_capability``
-    on a machine without an NVIDIA GPU, ``gcn_arch`` without an AMD one...)."""
-    names = set(COMMON_FACTS)
+    """Fact names a condition may use: the common ones, the facts of every shipped profile
+    (``gcn_arch`` and ``rocm_version`` on a machine without an AMD GPU...), every discovered
+    (or profiled) device's facts (an out-of-tree backend's), and every fact a vendor rule of the
+    catalogue tests."""
+    names = set(COMMON_FACTS) | _profile_facts()
     for identity in registry.devices:
         names.update(identity.rule_facts())
     for by_capability in registry.catalogue.rules.values():
