@@ -11,6 +11,7 @@ import pytest
 SUITE = """
 import unittest
 
+import pytest
 import torch
 
 from pytest_devcaps import (DevcapsTestCase, requires_capability, requires_devices, skip_on,
@@ -24,6 +25,10 @@ class TestGated(DevcapsTestCase):
 
     @requires_devices(3)
     def test_three_devices(self):
+        pass
+
+    @pytest.mark.requires_capability("runtime.graphs")   # a plain mark: the mixin honours it
+    def test_raw_mark(self):
         pass
 
     @skip_on("vendor == 'cpu' and arch != 'none'", reason="known broken on CPUs")
@@ -96,14 +101,14 @@ def test_unittest_and_pytest_skip_with_the_same_reasons(pytester: pytest.Pyteste
     assert "test_devcaps_and_tolerances (test_gated.TestGated.test_devcaps_and_tolerances) ... ok" in output
     reasons = _unittest_reasons(output)
     assert set(reasons) == {"test_tf32", "test_three_devices", "test_skip_on", "test_graphs",
-                            "test_method_only"}
+                            "test_method_only", "test_raw_mark"}
     assert reasons["test_tf32"].startswith("requires dtype.tf32 on cpu: unsupported (")
     assert reasons["test_three_devices"] == "requires 3 cpu devices; found 1"
     assert reasons["test_skip_on"] == ("skip_on(vendor == 'cpu' and arch != 'none') holds on cpu "
                                        f"(arch={_cpu_arch(output)}, vendor=cpu): known broken on CPUs")
 
     under_pytest = pytester.runpytest("-rsx", "test_gated.py")
-    under_pytest.assert_outcomes(passed=1, skipped=5, xfailed=2, failed=1)
+    under_pytest.assert_outcomes(passed=1, skipped=6, xfailed=2, failed=1)
     assert sorted(_pytest_reasons(under_pytest.outlines)) == sorted(reasons.values())
 
 
