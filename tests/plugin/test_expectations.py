@@ -113,7 +113,9 @@ def test_tolerances_follow_device_and_dtype(pytester: pytest.Pytester) -> None:
             assert tolerances.for_dtype(torch.float16).source == "tolerance(every dtype) on cpu"
         """
     )
-    pytester.runpytest("--devcaps-devices=cpu").assert_outcomes(passed=3)
+    # A subprocess: assert_close imports torch.distributed.tensor, which registers torch
+    # libraries that an in-process run's module cleanup would make a later import register twice.
+    pytester.runpytest_subprocess("--devcaps-devices=cpu").assert_outcomes(passed=3)
 
 
 def test_dtypes_per_device_type(pytester: pytest.Pytester) -> None:
