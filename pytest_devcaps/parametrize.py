@@ -64,8 +64,6 @@ def parametrize(metafunc: pytest.Metafunc, state: SessionState) -> None:
     device_arg = _ours_requested(metafunc, DEVICE_NAMES)
     mark = metafunc.definition.get_closest_marker("dtypes")
     dtype_arg = _dtype_argname(metafunc) if mark is not None else None
-    if mark is not None and dtype_arg is None:
-        return
     if mark is None or dtype_arg is None or not mark.kwargs.get("when"):
         if device_arg is not None:
             metafunc.parametrize(device_arg, state.selected, ids=_device_ids(state.selected),

@@ -152,3 +152,27 @@ def test_check_prints_hardware_counts_per_suite() -> None:
     results = [SuiteResult("kernels", 0, 1.0, hardware=Counter(cuda=1, generic=3, accelerator=2)),
                SuiteResult("fsdp", 0, 1.0)]
     assert hardware_lines(results) == ["hardware kernels: generic 3, accelerator 2, cuda 1"]
+
+
+def test_decorators_put_the_marks_pytest_reads() -> None:
+    import enum
+
+    from pytest_devcaps import hardware, requires_capabilities, requires_memory
+
+    class Capability(enum.Enum):  # the shape of PyTorch's upstream Capability names
+        CUDNN = "attention.cudnn"
+
+    @requires_capabilities(Capability.CUDNN, "dtype.bf16")
+    @requires_memory("1GiB", free=True)
+    def test_function() -> None:
+        pass
+
+    marks = [(m.name, m.args, m.kwargs) for m in test_function.pytestmark]  # type: ignore[attr-defined]
+    assert marks == [("requires_memory", ("1GiB",), {"free": True}),
+                     ("requires_capability", ("attention.cudnn", "dtype.bf16"), {})]
+
+    @hardware("ACCELERATOR")
+    class Classified:
+        pass
+
+    assert Classified.hw_classification == "accelerator"  # type: ignore[attr-defined]

@@ -172,3 +172,24 @@ def test_free_memory_is_read_at_setup(pytester: pytest.Pytester, monkeypatch: py
     result = pytester.runpytest("-rs", "--devcaps-devices=cpu")
     result.assert_outcomes(passed=2, skipped=1)
     result.stdout.fnmatch_lines(["*requires 4MiB free memory on cpu; found 3MiB free"])
+
+
+def test_a_module_dtypes_mark_leaves_device_only_tests_per_device(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+        import torch
+
+        pytestmark = pytest.mark.dtypes(torch.float32, torch.float64)
+
+        def test_device_only(device):
+            pass
+
+        def test_both(device, dtype):
+            pass
+        """
+    )
+    result = pytester.runpytest("-v", "--devcaps-devices=cpu")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines_random(["*test_device_only[[]cpu[]] PASSED*",
+                                        "*test_both[[]cpu-float64[]] PASSED*"])
