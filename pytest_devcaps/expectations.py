@@ -14,7 +14,6 @@ from typing import Any, Iterable
 from pytest_devcaps.conditions import compile_condition, describe_facts, holds
 from pytest_devcaps.config.expressions import Expression
 from pytest_devcaps.errors import MarkerError
-from pytest_devcaps.markargs import check_keywords
 from pytest_devcaps.model import DeviceIdentity
 
 MARKERS = ("skip_on", "xfail_on")
@@ -48,8 +47,8 @@ class Condition:
 
 def parse_condition(marker: str, args: tuple[Any, ...], kwargs: Any,
                     facts: Iterable[str]) -> Condition:
-    """A ``skip_on`` / ``xfail_on`` mark's arguments as a :class:`Condition` (or MarkerError)."""
-    check_keywords(marker, kwargs)
+    """A ``skip_on`` / ``xfail_on`` mark's arguments as a :class:`Condition` (or MarkerError);
+    unknown keywords are refused before (``markers.check_keywords``)."""
     if len(args) > 1 or (args and "when" in kwargs):
         raise MarkerError(marker, f"takes one condition (positional or when=), got {args!r}")
     when = args[0] if args else kwargs.get("when")

@@ -11,6 +11,7 @@ import pytest
 from pytest_devcaps.errors import UnknownDeviceError
 from pytest_devcaps.parametrize import DEVICE_NAMES, DTYPE_NAMES, callspec_param
 from pytest_devcaps.pytorch_compat import class_device_type
+from pytest_devcaps.require import skip_unless_required
 from pytest_devcaps.state import session_state
 
 if TYPE_CHECKING:
@@ -150,7 +151,8 @@ def dist_backend(device: torch.device, request: pytest.FixtureRequest) -> str:
     if capability in registry.catalogue:
         record = registry.record(capability, str(device))
         if not record.available:
-            pytest.skip(f"requires {capability} on {device}: {record.describe()}")
+            skip_unless_required(request.config, [capability],
+                                 f"requires {capability} on {device}: {record.describe()}")
     return backend
 
 

@@ -3,18 +3,26 @@
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Sequence
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Literal, Mapping, Sequence
 
 import pytest
 
-from pytest_devcaps import classification, conditions, expectations, tolerances
-from pytest_devcaps.errors import MarkerError, UnknownDeviceError, did_you_mean
-from pytest_devcaps.markargs import MARKER_KEYWORDS, capability_names, check_keywords
+from pytest_devcaps import conditions, expectations, hardware_classes, tolerances
+from pytest_devcaps.errors import (
+    MarkerError,
+    UnknownCapabilityError,
+    UnknownDeviceError,
+    did_you_mean,
+    short_repr,
+)
 from pytest_devcaps.model import DeviceIdentity, Level
 from pytest_devcaps.tolerances import dtype_name
 
-__all__ = ["Evaluation", "Missing", "capability_names", "dtype_name", "evaluate", "parse_size",
+__all__ = ["SIGNATURES", "Evaluation", "Missing", "capability_names", "check_keywords",
+           "dtype_name", "dtypes_for", "evaluate", "free_memory_missing", "parse_size",
            "validate_marks"]
 
 if TYPE_CHECKING:
@@ -39,10 +47,6 @@ MARKER_LINES = (
     "select with --devcaps-hardware.",
 )
 
-#: Markers :func:`evaluate` turns into skips.
-EVALUATED_MARKERS = ("requires_capability", "requires_devices", "requires_memory", "skip_on")
-#: Markers :func:`validate_marks` checks (collection fails on a bad one).
-VALIDATED_MARKERS = (*EVALUATED_MARKERS, "dtypes", "xfail_on", "tolerance", "hardware")
 
 MissingKind = Literal["capability", "any_of", "dtype", "devices", "memory", "condition", "device"]
 
@@ -62,10 +66,22 @@ class Missing:
     found: str
     source: str
     reason: str
+    alternatives: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict[str, str]:
-        return {"kind": self.kind, "requirement": self.key, "device": self.device,
-                "found": self.found, "source": self.source, "reason": self.reason}
+    @property
+    def capabilities(self) -> tuple[str, ...]:
+        """The capabilities this requirement names: its own, or an ``any_of``'s alternatives
+        (what ``--devcaps-require`` matches against); none for device counts and sizes."""
+        if self.kind in ("capability", "dtype"):
+            return (self.key,)
+        return self.alternatives
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"kind": self.kind, "requirement": self.key, "device": self.device,
+                                "found": self.found, "source": self.source, "reason": self.reason}
+        if self.alternatives:
+            data["alternatives"] = list(self.alternatives)
+        return data
 
 
 @dataclass(frozen=True)
@@ -85,56 +101,208 @@ class Evaluation:
         return "; ".join(m.reason for m in self.missing)
 
 
-def validate_marks(marks: Iterable[pytest.Mark], registry: CapabilityRegistry) -> None:
-    """Raise on unknown capability names or bad marker arguments (fails collection)."""
+def capability_names(mark: pytest.Mark) -> list[str]:
+    """The capability names a ``requires_capability`` mark lists positionally."""
+    names: list[str] = []
+    for index, arg in enumerate(mark.args, 1):
+        items = list(arg) if isinstance(arg, (list, tuple)) else [arg]
+        if not items or not all(isinstance(item, str) and item for item in items):
+            raise _bad(mark.name, f"argument {index}", "must be a capability name or a list of them",
+                       arg)
+        names.extend(items)
+    return names
+
+
+def dtype_values(mark: pytest.Mark) -> list[Any]:
+    """The dtypes of a ``dtypes`` mark: ``dtypes(a, b)`` or ``dtypes([a, b])``."""
+    values = list(mark.args)
+    if len(values) == 1 and isinstance(values[0], (list, tuple)):
+        values = list(values[0])
+    return values
+
+
+# -- argument validation: one Signature per marker -----------------------------------------
+
+@dataclass(frozen=True)
+class MarkContext:
+    """What validation consults: the registry (capability names) and the fixtures the test
+    requests (None where unknown, as for unittest classes)."""
+
+    registry: CapabilityRegistry
+    fixturenames: Collection[str] | None = None
+
+
+ArgsCheck = Callable[[pytest.Mark, MarkContext], None]
+KeywordCheck = Callable[[str, str, Any, MarkContext], None]  # (marker, keyword, value, context)
+
+
+@dataclass(frozen=True)
+class Signature:
+    """What one marker takes: a check of its positional arguments, one check per keyword
+    argument (any other keyword is an error) and the fixture it parametrizes, if any."""
+
+    args: ArgsCheck
+    keywords: Mapping[str, KeywordCheck]
+    fixture: str | None = None
+
+
+def _bad(marker: str, argument: str, expected: str, value: Any, hint: str = "") -> MarkerError:
+    return MarkerError(marker, f"{argument} {expected}, got {short_repr(value)}{hint}")
+
+
+def _known(marker: str, argument: str, name: str, context: MarkContext) -> None:
+    try:
+        context.registry.check_name(name)
+    except UnknownCapabilityError as exc:
+        raise MarkerError(marker, f"{argument}: {exc}") from None
+
+
+def _one(mark: pytest.Mark, what: str) -> Any:
+    if len(mark.args) != 1:
+        raise MarkerError(mark.name, f"takes one {what}, got {len(mark.args)} positional arguments")
+    return mark.args[0]
+
+
+def _capability_args(mark: pytest.Mark, context: MarkContext) -> None:
+    names = capability_names(mark)
+    if not names and not mark.kwargs.get("any_of"):
+        raise MarkerError(mark.name, "needs at least one capability name (or any_of=[...])")
+    for index, name in enumerate(names, 1):
+        _known(mark.name, f"argument {index}", name, context)
+
+
+def _any_of(marker: str, keyword: str, value: Any, context: MarkContext) -> None:
+    if value is None:
+        return
+    if isinstance(value, str):  # iterating it would ask for capabilities 'd', 't', 'y' ...
+        raise _bad(marker, f"{keyword}=", "must be a list of capability names", value,
+                   f" (write {keyword}=[{short_repr(value)}])")
+    if not isinstance(value, (list, tuple)) or not value or \
+            not all(isinstance(name, str) and name for name in value):
+        raise _bad(marker, f"{keyword}=", "must be a non-empty list of capability names", value)
+    for name in value:
+        _known(marker, f"{keyword}=", name, context)
+
+
+def _flag(marker: str, keyword: str, value: Any, context: MarkContext) -> None:
+    if not isinstance(value, bool):  # "no" is truthy: it would mean True
+        raise _bad(marker, f"{keyword}=", "must be True or False", value)
+
+
+def _device_count(mark: pytest.Mark, context: MarkContext) -> None:
+    count = _one(mark, "device count")
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise _bad(mark.name, "count", "must be a positive int", count)
+
+
+def _memory_size(mark: pytest.Mark, context: MarkContext) -> None:
+    parse_size(_one(mark, "size"), marker=mark.name, argument="size")
+
+
+def _size_keyword(marker: str, keyword: str, value: Any, context: MarkContext) -> None:
+    if value is not None:
+        parse_size(value, marker=marker, argument=f"{keyword}=")
+
+
+def _dtype_args(mark: pytest.Mark, context: MarkContext) -> None:
+    values = dtype_values(mark)
+    if not values:
+        raise MarkerError(mark.name, "needs at least one torch.dtype")
+    torch = sys.modules.get("torch")  # a torch.dtype argument means torch is imported already
+    for index, value in enumerate(values, 1):
+        if torch is None or not isinstance(value, torch.dtype):
+            raise _bad(mark.name, f"argument {index}", "must be a torch.dtype", value,
+                       _dtype_hint(value))
+
+
+def _dtype_hint(value: Any) -> str:
+    if not isinstance(value, str) or not value.isidentifier():
+        return ""
+    import torch
+
+    return f" (write torch.{value})" if isinstance(getattr(torch, value, None), torch.dtype) else ""
+
+
+def _dtypes_when(marker: str, keyword: str, value: Any, context: MarkContext) -> None:
+    """``when={device type or vendor: (dtypes...)}``: the keys name devices, the values dtypes."""
+    if value is None:
+        return
+    if not isinstance(value, dict) or not value:
+        raise _bad(marker, f"{keyword}=", "must map device types or vendors to tuples of dtypes",
+                   value)
+    known = conditions.device_names(context.registry)
+    for key, dtypes in value.items():
+        if key not in known:
+            raise MarkerError(marker, f"{keyword}= key {short_repr(key)} is not a device type or "
+                                      f"vendor{did_you_mean(str(key), known)}")
+        listed = dtypes if isinstance(dtypes, (list, tuple)) else (dtypes,)
+        _dtype_args(pytest.mark.dtypes(*listed).mark, context)
+
+
+def _expectation_args(mark: pytest.Mark, context: MarkContext) -> None:
+    """``skip_on`` / ``xfail_on`` / ``tolerance``: parsed whole (condition, reason, values)."""
+    facts = conditions.known_facts(context.registry)
+    if mark.name == tolerances.MARKER:
+        tolerances.parse_tolerance(mark.args, mark.kwargs, facts)
+    else:
+        expectations.parse_condition(mark.name, mark.args, mark.kwargs, facts)
+
+
+def _hardware_args(mark: pytest.Mark, context: MarkContext) -> None:
+    hardware_classes.check_class(_one(mark, "hardware class"), lambda: context.registry,
+                                 marker=mark.name)
+
+
+def _parsed(marker: str, keyword: str, value: Any, context: MarkContext) -> None:
+    """A keyword the marker's argument check parses with the rest."""
+
+
+SIGNATURES: dict[str, Signature] = {
+    "requires_capability": Signature(_capability_args, {"any_of": _any_of, "native": _flag}),
+    "requires_devices": Signature(_device_count, {}),
+    "requires_memory": Signature(_memory_size, {"per_allocation": _size_keyword, "free": _flag}),
+    "dtypes": Signature(_dtype_args, {"when": _dtypes_when}, fixture="dtype"),
+    "skip_on": Signature(_expectation_args, {"when": _parsed, "reason": _parsed}),
+    "xfail_on": Signature(_expectation_args, {"when": _parsed, "reason": _parsed,
+                                              "strict": _parsed, "raises": _parsed}),
+    "tolerance": Signature(_expectation_args, {"dtype": _parsed, "atol": _parsed,
+                                               "rtol": _parsed, "when": _parsed}),
+    "hardware": Signature(_hardware_args, {}),
+}
+"""Every devcaps marker and what it takes; evaluation may assume a mark that passed."""
+
+
+def validate_marks(marks: Iterable[pytest.Mark], registry: CapabilityRegistry,
+                   fixturenames: Collection[str] | None = None) -> None:
+    """Raise :class:`MarkerError` naming the marker and argument for anything a mark does not
+    take: unknown capability names, keywords, types or sizes (fails collection). With
+    ``fixturenames`` (for a test's own marks), a mark that parametrizes a fixture the test does
+    not request is an error too."""
+    context = MarkContext(registry, fixturenames)
     for mark in marks:
-        if mark.name in MARKER_KEYWORDS:
-            check_keywords(mark.name, mark.kwargs)
-        if mark.name == "requires_capability":
-            for name in capability_names(mark) + list(mark.kwargs.get("any_of") or ()):
-                registry.check_name(name)
-            if not capability_names(mark) and not mark.kwargs.get("any_of"):
-                raise MarkerError("requires_capability", "needs at least one capability name")
-        elif mark.name == "requires_devices":
-            if len(mark.args) != 1 or not isinstance(mark.args[0], int) or mark.args[0] < 1:
-                raise MarkerError("requires_devices", f"takes one positive int, got {mark.args!r}")
-        elif mark.name == "requires_memory":
-            _validate_memory(mark)
-        else:
-            _validate_expectation(mark, registry)
+        signature = SIGNATURES.get(mark.name)
+        if signature is None:
+            continue
+        check_keywords(mark.name, mark.kwargs)
+        signature.args(mark, context)
+        for keyword, value in mark.kwargs.items():
+            signature.keywords[keyword](mark.name, keyword, value, context)
+        # devcaps_<fixture> is the same fixture under a name a project's own does not take
+        if signature.fixture and fixturenames is not None and signature.fixture not in fixturenames \
+                and f"devcaps_{signature.fixture}" not in fixturenames:
+            raise MarkerError(mark.name, f"the test takes no {signature.fixture!r} argument, so "
+                              f"the mark would parametrize nothing: add a {signature.fixture!r} "
+                              "argument or remove the mark")
 
 
-def _validate_memory(mark: pytest.Mark) -> None:
-    parse_size(mark.args[0] if mark.args else None)
-    if mark.kwargs.get("per_allocation") is not None:
-        parse_size(mark.kwargs["per_allocation"])
-    if not isinstance(mark.kwargs.get("free", False), bool):
-        raise MarkerError("requires_memory", f"free= takes True or False, got {mark.kwargs['free']!r}")
-
-
-def _validate_expectation(mark: pytest.Mark, registry: CapabilityRegistry) -> None:
-    """``skip_on``, ``xfail_on``, ``tolerance`` and ``dtypes(when=)``: parse to validate."""
-    if mark.name in expectations.MARKERS:
-        expectations.parse_condition(mark.name, mark.args, mark.kwargs,
-                                     conditions.known_facts(registry))
-    elif mark.name == classification.MARKER:
-        classification.check_class(classification.declared([mark], None), lambda: registry)
-    elif mark.name == tolerances.MARKER:
-        tolerances.parse_tolerance(mark.args, mark.kwargs, conditions.known_facts(registry))
-    elif mark.name == "dtypes":
-        when = mark.kwargs.get("when")
-        if when is None:
-            return
-        if not isinstance(when, dict) or not mark.args:
-            raise MarkerError("dtypes", "when= takes {device type or vendor: (dtypes...)} and "
-                                        "the default dtypes positionally, for the other devices")
-        known = conditions.device_names(registry)
-        for key, values in when.items():
-            if key not in known:
-                raise MarkerError("dtypes", f"when= key {key!r} is not a device type or vendor"
-                                            f"{did_you_mean(str(key), known)}")
-            if not isinstance(values, (list, tuple)) or not values:
-                raise MarkerError("dtypes", f"when={{{key!r}: ...}} takes a non-empty tuple of dtypes")
+def check_keywords(marker: str, kwargs: Mapping[str, Any]) -> None:
+    """Refuse a keyword ``marker`` does not take, naming the closest one it does."""
+    keywords = SIGNATURES[marker].keywords
+    for keyword in kwargs:
+        if keyword not in keywords:
+            takes = ", ".join(f"{k}=" for k in keywords) or "no keyword arguments"
+            raise MarkerError(marker, f"unexpected keyword argument {keyword!r}"
+                              f"{did_you_mean(keyword, keywords)}; it takes {takes}")
 
 
 def dtypes_for(mark: pytest.Mark, identity: DeviceIdentity | None) -> list[Any]:
@@ -148,26 +316,33 @@ def dtypes_for(mark: pytest.Mark, identity: DeviceIdentity | None) -> list[Any]:
             if conditions.names_device(key, identity):
                 chosen = when[key]
                 break
-    values = list(mark.args) if chosen is None else list(chosen)
-    if len(values) == 1 and isinstance(values[0], (list, tuple)):
-        values = list(values[0])
-    return values
+    if chosen is None:
+        return dtype_values(mark)
+    return list(chosen) if isinstance(chosen, (list, tuple)) else [chosen]
 
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)?\s*$", re.IGNORECASE)
 _UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+MAX_SIZE = 2**64
+"""The largest size a marker may ask for: a 64-bit address space (16 EiB)."""
 
 
-def parse_size(value: Any) -> int:
-    """``"24GiB"`` -> bytes; ints are bytes already."""
-    if isinstance(value, int) and value > 0:
-        return value
-    match = _SIZE.match(str(value)) if isinstance(value, str) else None
-    if not match:
-        raise MarkerError("requires_memory",
-                          f"takes a size like '24GiB' or a byte count, got {value!r}")
-    return int(float(match.group(1)) * _UNITS[(match.group(2) or "B").lower()])
+def parse_size(value: Any, *, marker: str = "requires_memory", argument: str = "size") -> int:
+    """``"24GiB"`` -> bytes; ints are bytes already. Anything else, zero, or more than
+    :data:`MAX_SIZE` is a :class:`MarkerError` naming ``marker`` and ``argument``."""
+    size = 0
+    if isinstance(value, int) and not isinstance(value, bool):
+        size = value
+    elif isinstance(value, str) and (match := _SIZE.match(value)):
+        # Decimal, not float: '9' * 400 + 'TiB' must be "too large", not inf or OverflowError.
+        size = int(Decimal(match.group(1)) * _UNITS[(match.group(2) or "B").lower()])
+    else:
+        raise _bad(marker, argument, "must be a size like '24GiB' or a positive int of bytes", value)
+    if not 0 < size <= MAX_SIZE:
+        raise _bad(marker, argument, "must be more than 0 bytes and at most 16EiB "
+                   "(a 64-bit address space)", value)
+    return size
 
 
 def _format_size(size: int) -> str:
@@ -251,7 +426,7 @@ def _capability_check(mark: pytest.Mark, registry: CapabilityRegistry, identity:
             missing.append(Missing("any_of", "any_of(" + ",".join(alternatives) + ")",
                                    identity.key, "none available", "marker",
                                    f"requires any of {', '.join(alternatives)} on "
-                                   f"{identity.key}: {detail}"))
+                                   f"{identity.key}: {detail}", tuple(alternatives)))
     return missing
 
 

@@ -1,10 +1,8 @@
 """pytest hooks for suites as they are: TestCase classes, hardware classes and expectations.
 
-Registered by ``plugin`` next to it. At collection: marks on ``unittest.TestCase`` methods
-(which pytest never passes through ``pytest_generate_tests``) are validated, every test is
-classified (:mod:`pytest_devcaps.classification`) and ``--devcaps-hardware`` deselects the others,
-and an ``xfail_on`` whose condition holds on the test's device becomes pytest's own ``xfail``
-mark. At setup: ``requires_memory(free=True)`` is checked against the free memory of that
+Registered by ``plugin`` next to it. At collection: every test is classified
+(:mod:`pytest_devcaps.classification`) and ``--devcaps-hardware`` deselects the others, and an
+``xfail_on`` whose condition holds on the test's device becomes pytest's own ``xfail`` mark. At setup: ``requires_memory(free=True)`` is checked against the free memory of that
 moment. During the call: :data:`pytest_devcaps.testcase.PYTEST_TEST` tells the unittest
 bridge that pytest is running the test, so marks are not evaluated twice.
 """
@@ -12,13 +10,12 @@ bridge that pytest is running the test, so marks are not evaluated twice.
 from __future__ import annotations
 
 import dataclasses
-import unittest
 from collections import Counter
 from typing import Any, Generator
 
 import pytest
 
-from pytest_devcaps import classification, markers
+from pytest_devcaps import classification, hardware_classes, markers
 from pytest_devcaps.conditions import known_facts
 from pytest_devcaps.errors import DevcapsError
 from pytest_devcaps.expectations import parse_condition
@@ -26,17 +23,13 @@ from pytest_devcaps.fixtures import item_device
 from pytest_devcaps.state import EVALUATION_KEY, session_state
 from pytest_devcaps.testcase import PYTEST_TEST, PytestTest
 
-#: A collection-time problem with a test's devcaps marks; the test fails at setup with it.
-INVALID_KEY = pytest.StashKey[str]()
 HARDWARE_KEY = pytest.StashKey[str]()
+#: Why a test could not be classified or expected (a misspelled ``hw_classification``); the
+#: test errors at setup with it.
+PROBLEM_KEY = pytest.StashKey[str]()
 #: The report attribute (travelling with xdist reports) that carries a test's hardware class.
 HARDWARE_REPORT_KEY = "devcaps_hardware"
 EXPECTATION_PROPERTY = "devcaps_xfail_on"
-
-
-def _is_testcase(item: pytest.Item) -> bool:
-    cls = getattr(item, "cls", None)
-    return isinstance(cls, type) and issubclass(cls, unittest.TestCase)
 
 
 class SuiteHooks:
@@ -75,16 +68,13 @@ class SuiteHooks:
             items[:] = kept
 
     def _prepare(self, item: pytest.Item) -> classification.Classification | None:
-        """Validate, classify and expect one test; None when its marks are invalid."""
+        """Classify and expect one test; None (and an error at setup) when that fails."""
         marks = list(item.iter_markers())
         try:
-            if _is_testcase(item):
-                markers.validate_marks([m for m in marks if m.name in markers.VALIDATED_MARKERS],
-                                       self._registry())
             found = classification.classify(marks, getattr(item, "cls", None), self._registry)
             self._expect(item, marks)
         except DevcapsError as exc:
-            item.stash[INVALID_KEY] = f"{item.nodeid}: {exc}"
+            item.stash[PROBLEM_KEY] = f"{item.nodeid}: {exc}"
             return None
         self.counts[found.value] += 1
         self.inferred += found.inferred
@@ -110,7 +100,7 @@ class SuiteHooks:
     def pytest_report_collectionfinish(self, config: pytest.Config) -> list[str]:
         if not self.counts and not self.deselected:
             return []
-        line = (f"devcaps: hardware classes: {classification.count_text(self.counts)} "
+        line = (f"devcaps: hardware classes: {hardware_classes.count_text(self.counts)} "
                 f"({self.inferred} without a declared class)")
         setting = session_state(config).settings.hardware
         if setting.value:
@@ -127,7 +117,8 @@ class SuiteHooks:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, None, None]:
-        _fail_invalid(item)
+        if PROBLEM_KEY in item.stash:
+            pytest.fail(item.stash[PROBLEM_KEY], pytrace=False)
         _check_free_memory(item)
         return (yield)
 
@@ -138,12 +129,6 @@ class SuiteHooks:
             return (yield)
         finally:
             PYTEST_TEST.reset(token)
-
-
-def _fail_invalid(item: pytest.Item) -> None:
-    problem = item.stash.get(INVALID_KEY, None)
-    if problem is not None:
-        pytest.fail(problem, pytrace=False)
 
 
 def _check_free_memory(item: pytest.Item) -> None:

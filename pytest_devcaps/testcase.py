@@ -128,13 +128,12 @@ def verdict(function: Any, test: Any) -> Verdict:
     registry = _registry()
     cls = type(test) if test is not None else None
     marks = marks_of(function, cls)
-    markers.validate_marks([m for m in marks if m.name in markers.VALIDATED_MARKERS], registry)
+    markers.validate_marks(marks, registry)
     skip = _hardware_skip(marks, cls, registry)
     if skip is not None:
         return Verdict(skip, None, None)
     device = device_of(test, registry)
-    evaluation = markers.evaluate([m for m in marks if m.name in markers.EVALUATED_MARKERS],
-                                  registry, device,
+    evaluation = markers.evaluate(marks, registry, device,
                                   free_memory=lambda identity: free_memory(identity.key))
     if evaluation.skip:
         return Verdict(evaluation.reason, None, None)

@@ -17,7 +17,6 @@ from typing import Any, Iterable, Sequence
 from pytest_devcaps.conditions import compile_condition, holds
 from pytest_devcaps.config.expressions import Expression
 from pytest_devcaps.errors import MarkerError, did_you_mean
-from pytest_devcaps.markargs import check_keywords
 from pytest_devcaps.model import DeviceIdentity
 
 MARKER = "tolerance"
@@ -80,7 +79,6 @@ def _dtype_names(value: Any) -> tuple[str, ...] | None:
 
 def parse_tolerance(args: tuple[Any, ...], kwargs: Any, facts: Iterable[str]) -> ToleranceRule:
     """A ``tolerance`` mark's arguments as a :class:`ToleranceRule` (or MarkerError)."""
-    check_keywords(MARKER, kwargs)
     if args:
         raise MarkerError(MARKER, f"takes keywords only (dtype=, atol=, rtol=, when=), got {args!r}")
     missing = [name for name in ("atol", "rtol") if name not in kwargs]

@@ -43,7 +43,8 @@ def test_accelerator_only_reads_the_cpu_rules(capability: str, native: bool, onl
 
 
 def test_classification_vocabulary_and_typos() -> None:
-    from pytest_devcaps.classification import check_class, parse_selection, vocabulary
+    from pytest_devcaps.classification import parse_selection
+    from pytest_devcaps.hardware_classes import check_class, vocabulary
 
     assert vocabulary()[:2] == ("generic", "accelerator")
     assert {"cuda", "xpu", "privateuse1", "nvidia", "amd", "habana"} <= set(vocabulary())

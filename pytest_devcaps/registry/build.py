@@ -19,7 +19,7 @@ from pytest_devcaps.registry.layers import (
     RuleLayer,
     merge,
 )
-from pytest_devcaps.registry.options import RegistryOptions
+from pytest_devcaps.registry.options import RegistryOptions, check_setting_devices
 from pytest_devcaps.registry.query import CapabilityRegistry
 from pytest_devcaps.registry.registrars import BackendRegistrar, CapabilityRegistrar
 
@@ -54,6 +54,7 @@ def build_registry(options: RegistryOptions = RegistryOptions(), hook: Any = Non
         results = probe_devices(identities, catalogue, probes, options)
         layers.append(ProbeLayer(results.outcomes))
         meta.update(results.meta())
+    check_setting_devices(options.settings, identities)
     layers += [OverrideLayer(overrides), CliLayer(options.settings)]
     if hook is not None:
         layers.append(HookLayer(hook))

@@ -32,19 +32,24 @@ def test_skip_on_names_the_condition_and_the_facts(pytester: pytest.Pytester) ->
     ("skip_on(\"compute_capabilty < 9.0\", reason='x')",
      "skip_on: unknown device fact 'compute_capabilty' (did you mean 'compute_capability'?)"),
     ("skip_on(\"vendor == 'cpu'\")", "skip_on: needs reason=*"),
-    ("skip_on(\"vendor == 'cpu'\", reasn='x')", "skip_on: unexpected keyword reasn='x' (did you mean 'reason'?)"),
+    ("skip_on(\"vendor == 'cpu'\", reasn='x')",
+     "skip_on: unexpected keyword argument 'reasn' (did you mean 'reason'?); it takes when=, reason="),
     ("xfail_on(\"__import__('os')\", reason='x')", "xfail_on: when=*: function call *is not allowed*"),
     ("xfail_on(\"vendor == 'cpu'\", reason='x', strict='yes')", "xfail_on: strict= takes True or False*"),
     ("tolerance(dtype='float61', atol=1, rtol=1)", "tolerance: dtype='float61' is not a torch dtype (did you mean 'float64'?)"),
     ("tolerance(atol=1)", "tolerance: needs both atol= and rtol= (missing rtol=)"),
-    ("dtypes(when={'cdua': ('float16',)})", "dtypes: when= takes * and the default dtypes positionally*"),
-    ("dtypes('float32', when={'cdua': ('float16',)})", "dtypes: when= key 'cdua' is not a device type or vendor (did you mean 'cuda'?)"),
-    ("requires_memory('1GB', free=1)", "requires_memory: free= takes True or False, got 1"),
+    ("dtypes(when={'cuda': (torch.float16,)})", "dtypes: needs at least one torch.dtype"),
+    ("dtypes(torch.float32, when={'cdua': (torch.float16,)})",
+     "dtypes: when= key 'cdua' is not a device type or vendor (did you mean 'cuda'?)"),
+    ("dtypes(torch.float32, when={'cuda': ('float16',)})",
+     "dtypes: argument 1 must be a torch.dtype, got 'float16' (write torch.float16)"),
+    ("requires_memory('1GB', free=1)", "requires_memory: free= must be True or False, got 1"),
 ])
 def test_bad_arguments_fail_collection(pytester: pytest.Pytester, mark: str, message: str) -> None:
     pytester.makepyfile(
         f"""
         import pytest
+        import torch
 
         @pytest.mark.{mark}
         def test_x(device, dtype):
