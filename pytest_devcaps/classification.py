@@ -10,7 +10,7 @@ is ``accelerator`` when a requirement of it is one only accelerators meet, else 
 
 "Only accelerators meet" is read from the catalogue: every rule the catalogue has for the
 ``cpu`` vendor (its own, then ``"*"``) gives a level the requirement refuses, and one of them
-holds unconditionally (``runtime.graphs``, ``dtype.tf32``, ``dist.nccl``; native fp8); or the
+holds unconditionally (``runtime.graphs``, ``dist.nccl``; native fp8); or the
 test requires two or more devices of its type (a CPU is one device).
 """
 
@@ -64,6 +64,12 @@ def accelerator_only(catalogue: Catalogue, capability: str, *, native: bool) -> 
             and any(rule.when is None for rule in rules))
 
 
+def _canonical(catalogue: Catalogue, name: str) -> str | None:
+    """The capability ``name`` names (an alias resolved); None for an unknown name."""
+    return catalogue.aliases().get(name, name) if name in catalogue or name in catalogue.aliases() \
+        else None
+
+
 def needs_accelerator(marks: Sequence[pytest.Mark], catalogue: Catalogue) -> str | None:
     """The first requirement only accelerators meet, as text; None when a CPU can meet all."""
     for mark in marks:
@@ -73,10 +79,11 @@ def needs_accelerator(marks: Sequence[pytest.Mark], catalogue: Catalogue) -> str
         if mark.name != "requires_capability":
             continue
         native = bool(mark.kwargs.get("native", False))
-        for name in capability_names(mark):
-            if name in catalogue and accelerator_only(catalogue, name, native=native):
+        for written in capability_names(mark):
+            name = _canonical(catalogue, written)
+            if name and accelerator_only(catalogue, name, native=native):
                 return f"{'native ' if native else ''}{name}"
-        alternatives = [a for a in mark.kwargs.get("any_of") or () if a in catalogue]
+        alternatives = [c for a in mark.kwargs.get("any_of") or () if (c := _canonical(catalogue, a))]
         if alternatives and all(accelerator_only(catalogue, a, native=native) for a in alternatives):
             return f"any_of({','.join(alternatives)})"
     return None

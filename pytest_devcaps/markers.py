@@ -406,6 +406,8 @@ def _need(registry: CapabilityRegistry, identity: DeviceIdentity, capability: st
     if ok:
         return []
     what = f"native {capability}" if native else capability
+    if record.capability != capability:  # an alias: say which capability answered
+        what, capability = f"{what} (alias of {record.capability})", record.capability
     return [Missing(kind, capability, identity.key, record.level.value, record.source,
                     f"requires {what} on {identity.key}: {record.describe()}")]
 

@@ -49,13 +49,14 @@ def _has(registry: CapabilityRegistry, capability: str, device: str) -> bool:
 def capabilities_mapping(device_type: str, registry: CapabilityRegistry | None = None
                          ) -> CapabilityMapping:
     """``{category: {name: callable}}`` for ``device_type``, as a PyTorch test base's
-    ``_capabilities()`` returns it; each callable asks the registry when called."""
+    ``_capabilities()`` returns it, under our names and PyTorch's (the catalogue's aliases:
+    ``dtype.fp8``); each callable asks the registry when called."""
     if registry is None:
         from pytest_devcaps.library import default_registry
 
         registry = default_registry()
     mapping: CapabilityMapping = {}
-    for capability in registry.capability_names:
+    for capability in [*registry.capability_names, *registry.catalogue.aliases()]:
         category, _, name = capability.partition(".")
         mapping.setdefault(category, {})[name] = functools.partial(_has, registry, capability,
                                                                    torch_device_type(device_type))

@@ -29,7 +29,7 @@ def _registry(levels: dict[tuple[str, str], Level]) -> CapabilityRegistry:
 
 @pytest.mark.parametrize(("capability", "native", "only_accelerators"), [
     ("runtime.graphs", False, True),          # cpu rule: unsupported
-    ("dtype.tf32", False, True),
+    ("dtype.tf32", False, False),             # native on CPUs with AMX-FP16 (oneDNN tf32)
     ("dist.nccl", False, True),               # the "*" rule, after the cpu vendor's own
     ("dtype.fp8_e4m3fn", False, False),       # emulated on CPUs
     ("dtype.fp8_e4m3fn", True, True),         # ...but never native
@@ -135,7 +135,9 @@ def test_capabilities_mapping_in_pytorchs_shape() -> None:
     assert (cuda["attention"]["cudnn"](), cpu["attention"]["cudnn"]()) == (True, False)
     assert (cuda["dtype"]["bf16"](), cpu["dtype"]["bf16"]()) == (False, True)
     assert capabilities_mapping("xpu", registry)["dtype"]["bf16"]() is False  # no xpu here
-    assert set(cuda) == {name.partition(".")[0] for name in registry.capability_names}
+    names = [*registry.capability_names, *registry.catalogue.aliases()]
+    assert set(cuda) == {name.partition(".")[0] for name in names}
+    assert cuda["dtype"]["fp8"]() is registry.has("dtype.fp8", "cuda:0")  # PyTorch's name, an alias
 
     class Generic:
         device_type = "generic_device_type"

@@ -19,8 +19,8 @@ from pytest_devcaps import (DevcapsTestCase, requires_capability, requires_devic
 
 
 class TestGated(DevcapsTestCase):
-    @requires_capability("dtype.tf32")
-    def test_tf32(self):
+    @requires_capability("dist.nccl")
+    def test_nccl(self):
         pass
 
     @requires_devices(3)
@@ -73,8 +73,6 @@ class TestPlain(unittest.TestCase):
         raise AssertionError("boom")
 """
 
-SETS = ("dtype.tf32=unsupported", "runtime.graphs=unsupported")
-
 
 def _unittest_reasons(output: str) -> dict[str, str]:
     reasons = {}
@@ -90,7 +88,7 @@ def _pytest_reasons(lines: list[str]) -> list[str]:
 def test_unittest_and_pytest_skip_with_the_same_reasons(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_gated=SUITE)
     # The unittest path reads the registry the library builds (default options, no --devcaps-set):
-    # the CPU vendor rules say tf32 and graphs are unsupported there.
+    # the catalogue's rules say nccl and device graphs are unsupported on every CPU.
     plain = pytester.run(sys.executable, "-m", "unittest", "-v", "test_gated", timeout=300)
     output = plain.stderr.str()
     assert plain.ret == 1, output  # test_xfail_other_error fails, as under pytest
@@ -100,9 +98,9 @@ def test_unittest_and_pytest_skip_with_the_same_reasons(pytester: pytest.Pyteste
     assert re.search(r"test_xfail_other_error .* \.\.\. ERROR", output), output
     assert "test_devcaps_and_tolerances (test_gated.TestGated.test_devcaps_and_tolerances) ... ok" in output
     reasons = _unittest_reasons(output)
-    assert set(reasons) == {"test_tf32", "test_three_devices", "test_skip_on", "test_graphs",
+    assert set(reasons) == {"test_nccl", "test_three_devices", "test_skip_on", "test_graphs",
                             "test_method_only", "test_raw_mark"}
-    assert reasons["test_tf32"].startswith("requires dtype.tf32 on cpu: unsupported (")
+    assert reasons["test_nccl"].startswith("requires dist.nccl on cpu: unsupported (")
     assert reasons["test_three_devices"] == "requires 3 cpu devices; found 1"
     assert reasons["test_skip_on"] == ("skip_on(vendor == 'cpu' and arch != 'none') holds on cpu "
                                        f"(arch={_cpu_arch(output)}, vendor=cpu): known broken on CPUs")
