@@ -24,6 +24,7 @@ ENV_OVERRIDES = "PYTEST_DEVCAPS_OVERRIDES"
 ENV_PROFILE = "PYTEST_DEVCAPS_PROFILE"
 ENV_REQUIRE = "PYTEST_DEVCAPS_REQUIRE"
 ENV_PROBE_TIMEOUT = "PYTEST_DEVCAPS_PROBE_TIMEOUT"
+ENV_HARDWARE = "PYTEST_DEVCAPS_HARDWARE"
 
 DEVICES_HELP = ("comma-separated device types to run device tests on, each present here "
                 "(default: every type present)")
@@ -33,6 +34,8 @@ PROFILE_HELP = "plan against a device profile (shipped name or YAML file) instea
 REQUIRE_HELP = ("comma-separated capabilities this runner must have: a test skipped for one "
                 "is an error instead")
 TIMEOUT_HELP = "seconds one empirical probe may take before it counts as unknown"
+HARDWARE_HELP = ("comma-separated hardware classes to run (generic, accelerator, a device type or "
+                 "vendor); other tests are deselected")
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -60,6 +63,13 @@ def add_options(parser: pytest.Parser) -> None:
                   default=[])
     parser.addini("devcaps_require", REQUIRE_HELP, type="string", default="")
     parser.addini("devcaps_probe_timeout", TIMEOUT_HELP, type="string", default="")
+    _add_hardware_option(group, parser)
+
+
+def _add_hardware_option(group: Any, parser: pytest.Parser) -> None:
+    group.addoption("--devcaps-hardware", dest="devcaps_hardware", metavar="CLASSES",
+                    help=HARDWARE_HELP)
+    parser.addini("devcaps_hardware", HARDWARE_HELP, type="string", default="")
 
 
 @dataclass(frozen=True)
@@ -82,6 +92,7 @@ class DevcapsSettings:
     reprobe: bool
     probe_timeout: Setting
     pin_workers: bool
+    hardware: Setting = Setting((), "default")
 
     def registry_options(self) -> RegistryOptions:
         return RegistryOptions(
@@ -106,6 +117,8 @@ class DevcapsSettings:
             flags.append(f"--devcaps-profile={self.profile.value}")
         if self.require.value:
             flags.append(f"--devcaps-require={','.join(self.require.value)}")
+        if self.hardware.value:
+            flags.append(f"--devcaps-hardware={','.join(self.hardware.value)}")
         return flags
 
 
@@ -185,7 +198,15 @@ def resolve_settings(config: pytest.Config) -> DevcapsSettings:
         reprobe=bool(config.getoption("devcaps_reprobe")),
         probe_timeout=Setting(timeout_value, timeout.source),
         pin_workers=bool(config.getoption("devcaps_pin_workers")),
+        hardware=_hardware(config),
     )
+
+
+def _hardware(config: pytest.Config) -> Setting:
+    """The selected hardware classes, lower-cased; checked against the vocabulary at collection
+    (a name of an out-of-tree backend needs the registry)."""
+    hardware = _layered(config, "devcaps_hardware", ENV_HARDWARE, "devcaps_hardware")
+    return Setting(tuple(part.lower() for part in _split(hardware.value or "")), hardware.source)
 
 
 KNOWN_DEVICE_TYPES: Sequence[str] = ("cpu", "cuda", "xpu", "mps", "hpu", "mtia", "npu", "privateuseone")

@@ -12,17 +12,21 @@ from typing import Any, Generator, Sequence
 
 import pytest
 
-from pytest_devcaps import configwarnings, xdist_hooks
+from pytest_devcaps import configwarnings, parametrize, xdist_hooks
 from pytest_devcaps import markers as _markers
 from pytest_devcaps.errors import ConfigError, DevcapsError, did_you_mean
 from pytest_devcaps.fixtures import (  # noqa: F401  (fixtures are found by name on this module)
     devcaps,
+    devcaps_device,
+    devcaps_dtype,
     device,
     device_runtime,
     device_type,
+    devices,
     dist_backend,
     dtype,
     item_device,
+    tolerances,
 )
 from pytest_devcaps.options import KNOWN_DEVICE_TYPES, add_options, resolve_settings
 from pytest_devcaps.require import check_required, skip_unless_required
@@ -77,6 +81,9 @@ def _register_optional_plugins(config: pytest.Config) -> None:
     from pytest_devcaps import reporting
 
     config.pluginmanager.register(reporting.ReportingPlugin(config), "devcaps-reporting")
+    from pytest_devcaps.suite_hooks import SuiteHooks
+
+    config.pluginmanager.register(SuiteHooks(config), "devcaps-suites")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(xdist_hooks.XdistHooks(config), "devcaps-xdist")
     try:
@@ -133,15 +140,6 @@ def _check_device_types(settings: Any, present: list[str]) -> None:
                                   "type present", file=setting.source)
 
 
-def _user_parametrizes(metafunc: pytest.Metafunc, name: str) -> bool:
-    for mark in metafunc.definition.iter_markers("parametrize"):
-        argnames = mark.args[0] if mark.args else mark.kwargs.get("argnames", "")
-        names = [a.strip() for a in argnames.split(",")] if isinstance(argnames, str) else list(argnames)
-        if name in names:
-            return True
-    return False
-
-
 def _devcaps_marks(node: pytest.Item) -> list[pytest.Mark]:
     return [m for m in node.iter_markers() if m.name in _markers.SIGNATURES]
 
@@ -163,14 +161,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         problem = str(exc)
     if problem is not None:  # failing outside the handler keeps the exception chain out
         pytest.fail(f"{metafunc.definition.nodeid}: {problem}", pytrace=False)
-    if "device" in metafunc.fixturenames and not _user_parametrizes(metafunc, "device"):
-        ids = [key.split(":")[0] for key in state.selected]
-        metafunc.parametrize("device", state.selected, ids=ids, indirect=True)
-    dtypes_mark = metafunc.definition.get_closest_marker("dtypes")
-    if dtypes_mark is not None and "dtype" in metafunc.fixturenames:
-        values = _markers.dtype_values(dtypes_mark)
-        metafunc.parametrize("dtype", values, ids=[_markers.dtype_name(v) for v in values],
-                             indirect=True)
+    parametrize.parametrize(metafunc, state)
 
 
 MARK_PROBLEM_KEY = pytest.StashKey[str]()
@@ -189,8 +180,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         marks = [m for m in marks if m.name != "dtypes"]
         callspec = getattr(item, "callspec", None)
-        uses_device = callspec is not None and "device" in callspec.params
-        dtype_param = callspec.params.get("dtype") if callspec is not None else None
+        uses_device = parametrize.callspec_param(callspec, parametrize.DEVICE_NAMES) is not None
+        dtype_param = parametrize.callspec_param(callspec, parametrize.DTYPE_NAMES)
         if not marks and not uses_device and dtype_param is None:
             continue
         evaluation = _markers.evaluate(marks, state.registry, item_device(item), dtype_param)

@@ -95,6 +95,8 @@ class ReportingPlugin:
         if isinstance(data, dict):
             entry.update(device=data.get("device"), requires=data.get("requires", []),
                          missing=data.get("missing", []))
+        if isinstance(report.__dict__.get("devcaps_hardware"), str):
+            entry["hardware"] = report.__dict__["devcaps_hardware"]
         record_outcome(entry, report.when, self._count(report))
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
@@ -137,6 +139,11 @@ class ReportingPlugin:
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
 
 
+def hardware_counts(tests: list[dict[str, Any]]) -> dict[str, int]:
+    """Tests per hardware class (``generic``, ``accelerator``, a device type or vendor)."""
+    return dict(Counter(t["hardware"] for t in tests if t.get("hardware")))
+
+
 def write_json_report(path: Path, state: SessionState, tests: list[dict[str, Any]], *,
                       exitstatus: int, mode: str, outcomes: dict[str, Any] | None = None) -> None:
     """The report of a run (``outcomes``: ``summary`` counts by terminal category and
@@ -153,5 +160,7 @@ def write_json_report(path: Path, state: SessionState, tests: list[dict[str, Any
         "capabilities": [record.to_dict() for record in registry],
         "meta": registry.meta,
         "tests": sorted(tests, key=lambda t: t["nodeid"]),
+        "hardware": hardware_counts(tests),
+        "hardware_selection": list(state.settings.hardware.value),
     }
     write_atomic(path, json.dumps(payload, indent=1, sort_keys=True, default=str))

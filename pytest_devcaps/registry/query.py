@@ -39,6 +39,26 @@ class DeviceCapabilities:
     def records(self) -> list[CapabilityRecord]:
         return self.registry.records(self.identity.key)
 
+    @property
+    def dispatch_key(self) -> str:
+        """The device's backend dispatch key (``"CUDA"``, ``"XPU"``, ``"PrivateUse1"``, ``"CPU"``),
+        asked of torch, for ``torch.library`` registrations."""
+        from pytest_devcaps.dispatch import dispatch_key
+
+        return dispatch_key(self.identity.type)
+
+    @property
+    def autograd_dispatch_key(self) -> str:
+        """The device's autograd dispatch key (``"AutogradCUDA"``...), asked of torch."""
+        from pytest_devcaps.dispatch import autograd_dispatch_key
+
+        return autograd_dispatch_key(self.identity.type)
+
+    @property
+    def dispatch_keys(self) -> tuple[str, str]:
+        """``(dispatch_key, autograd_dispatch_key)``."""
+        return self.dispatch_key, self.autograd_dispatch_key
+
     def __repr__(self) -> str:
         return f"<DeviceCapabilities {self.identity.key} ({self.identity.name})>"
 
