@@ -143,12 +143,23 @@ def test_hardware_classification(name: str, hardware: str) -> None:
 
 @pytest.mark.parametrize(("source", "hardware"), [
     ("torch.cuda.manual_seed(0)\ntorch.cuda.empty_cache()\n", "generic"),
-    ("@pytest.mark.skipif(not is_MI300(), reason='x')\ndef test_a():\n    pass\n", "rocm"),
+    ("@pytest.mark.skipif(not is_MI300(), reason='x')\ndef test_a():\n    pass\n", "amd"),
     ("@pytest.mark.skipif(not IS_SM100, reason='x')\ndef test_a():\n    pass\n"
      "@pytest.mark.skipif(not is_MI300(), reason='x')\ndef test_b():\n    pass\n", "cuda"),
 ])
 def test_hardware_vocabulary(source: str, hardware: str) -> None:
     assert classify_file(analyze(source, "t.py").findings).hardware == hardware
+
+
+def test_every_suggested_class_is_one_the_hardware_marker_accepts() -> None:
+    """The lint suggests classes in the marker's own vocabulary: pasting the suggestion works."""
+    from typing import get_args
+
+    from pytest_devcaps.hardware_classes import check_class
+    from pytest_devcaps.lint.model import Hardware
+
+    for hardware in get_args(Hardware):
+        assert check_class(hardware) == hardware
 
 
 def test_json_reports_hardware_per_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -57,6 +57,12 @@ def _run_need(condition: str, used: tuple[str, ...] = (), skip: bool = True) -> 
      ('pytest.mark.requires_capability("dtype.fp8_e4m3fn")',)),
     ("not PLATFORM_SUPPORTS_FLASH_ATTENTION", (), ('pytest.mark.requires_capability("attention.flash")',)),
     ("not torch.cuda.is_bf16_supported()", (), ('pytest.mark.requires_capability("dtype.bf16")',)),
+    # PyTorch's common_cuda: PLATFORM_SUPPORTS_MX_GEMM / *_GROUPED_GEMM; Blackwell gates by use.
+    ("not PLATFORM_SUPPORTS_MX_GEMM", (), ('pytest.mark.requires_capability("mm.scaled_mx")',)),
+    ("not PLATFORM_SUPPORTS_MXFP8_GROUPED_GEMM", (),
+     ('pytest.mark.requires_capability("mm.grouped", "mm.scaled_mx")',)),
+    ("not SM100OrLater", ("to_mx",), ('pytest.mark.requires_capability("mm.scaled_mx")',)),
+    ("not SM100OrLater", ("_grouped_mm",), ('pytest.mark.requires_capability("mm.grouped")',)),
 ])
 def test_gate_conditions_read_as_marks(condition: str, used: tuple[str, ...], marks: tuple[str, ...]) -> None:
     need = _run_need(condition, used)
@@ -70,12 +76,12 @@ def test_skip_unless_reads_the_other_way() -> None:
 
 
 @pytest.mark.parametrize(("condition", "why"), [
-    ("not SM100OrLater", "no capability for"),
+    ("not SM100OrLater", "gates Blackwell features"),
     ("TEST_WITH_ROCM", "no mark expresses an exclusion"),
     ("not torch.cuda.is_available() or IS_WINDOWS", "'IS_WINDOWS' is not a device condition"),
     ("not (is_sm_at_least_89() or is_MI300())", "no single mark"),
     ("torch.cuda.device_count() > 2", "bounded GPU count"),
-    ("not PLATFORM_SUPPORTS_MX_GEMM", "no capability for it yet"),
+    ("not PLATFORM_SUPPORTS_GREEN_CONTEXT", "no capability for it yet"),
     ("not has_cuda_fp8_kernels()", "cannot read"),
 ])
 def test_gates_without_a_mark_say_why(condition: str, why: str) -> None:

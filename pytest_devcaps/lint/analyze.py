@@ -21,7 +21,7 @@ HARDWARE_MEANING = {
     "accelerator": "needs some accelerator, any vendor",
     "cuda": "specific to the CUDA device type (NVIDIA or ROCm)",
     "nvidia": "specific to NVIDIA GPUs",
-    "rocm": "specific to AMD ROCm GPUs",
+    "amd": "specific to AMD GPUs (ROCm)",
 }
 
 

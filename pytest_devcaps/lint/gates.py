@@ -149,7 +149,7 @@ def _arch_match(name: str) -> rules.Gate | None:
             return rules.sm_gate(int(match.group(1)))
         if kind == "exact":
             return rules.exact_arch_gate(name, "nvidia")
-        return rules.exact_arch_gate(name, "rocm" if kind == "rocm" else "nvidia")
+        return rules.exact_arch_gate(name, "amd" if kind == "rocm" else "nvidia")
     return None
 
 
@@ -166,7 +166,7 @@ def _vendor_attribute(node: ast.expr) -> Atom | None:
     if name in ("torch.version.hip", "version.hip"):
         return Atom(node, "DC007", "torch.version.hip", "requires_capability for what differs on ROCm, "
                     "or an override file for vendor amd", None,
-                    Need(blockers=("a ROCm-build check",), hardware="rocm"), _excluded("ROCm", None))
+                    Need(blockers=("a ROCm-build check",), hardware="amd"), _excluded("ROCm", None))
     if name in ("torch.version.cuda", "version.cuda"):
         return Atom(node, "DC007", "torch.version.cuda", "requires_capability for what the test needs",
                     "cuda", Need(blockers=("a CUDA-build check",), hardware="cuda"),

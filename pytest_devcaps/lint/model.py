@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar, Union
 
-Hardware = Literal["generic", "accelerator", "cuda", "nvidia", "rocm"]
+Hardware = Literal["generic", "accelerator", "cuda", "nvidia", "amd"]
 T = TypeVar("T")
 
 
@@ -106,11 +106,11 @@ class Need:
 
 NOTHING = Need()
 
-_ORDER: dict[str | None, int] = {None: 0, "generic": 0, "accelerator": 1, "cuda": 2, "nvidia": 3, "rocm": 3}
+_ORDER: dict[str | None, int] = {None: 0, "generic": 0, "accelerator": 1, "cuda": 2, "nvidia": 3, "amd": 3}
 
 
 def _stricter(a: Hardware | None, b: Hardware | None) -> Hardware | None:
-    if {a, b} == {"nvidia", "rocm"}:
+    if {a, b} == {"nvidia", "amd"}:
         return "cuda"
     return a if _ORDER[a] >= _ORDER[b] else b
 

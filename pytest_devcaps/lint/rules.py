@@ -165,6 +165,15 @@ SM70_BY_USE = (
     ByUse(frozenset({"compile", "inductor"}), _caps("compile.inductor")),
 )
 FP8_USE = "requires_capability('dtype.fp8_e4m3fn'), or 'mm.scaled' / 'mm.scaled_rowwise' for scaled matmuls"
+MX_NAMES = frozenset({"to_mx", "MXTensor", "MXLinear", "mx_mm", "nvfp4", "NVFP4Tensor", "mxfp8", "mxfp4",
+                      "float4_e2m1fn_x2", "float8_e8m0fnu", "e8m0", "MXLinearConfig", "ScaledMMConfig"})
+GROUPED_NAMES = frozenset({"_grouped_mm", "grouped_mm", "_scaled_grouped_mm", "grouped_gemm"})
+# Blackwell (sm_100+) gates guard block-scaled (MX/NVFP4) and grouped GEMMs in practice.
+SM100_BY_USE = (
+    ByUse(GROUPED_NAMES & frozenset({"_scaled_grouped_mm"}), _caps("mm.grouped", "mm.scaled")),
+    ByUse(MX_NAMES, _caps("mm.scaled_mx")),
+    ByUse(GROUPED_NAMES, _caps("mm.grouped")),
+)
 
 
 def sm_gate(level: int) -> Gate:
@@ -173,9 +182,9 @@ def sm_gate(level: int) -> Gate:
     label = f"sm_{level}+"
     if level >= 100:
         return Gate("DC006", label, _blocked(
-            f"{label} gates what the catalogue has no capability for yet (MX-format scaled matmul, "
-            "sm_100 kernels); keep the gate", "nvidia"), "a capability once the catalogue has one "
-            "(e.g. MX-format scaled matmul); until then keep the gate", hardware="nvidia")
+            f"{label} gates Blackwell features; name what the test needs (mm.scaled_mx for MX/NVFP4 "
+            "matmuls, mm.grouped for grouped GEMMs)", "nvidia"),
+            "requires_capability('mm.scaled_mx' | 'mm.grouped')", by_use=SM100_BY_USE)
     if level >= 89:
         default = (_caps("dtype.fp8_e4m3fn") if level < 90 else _blocked(
             f"{label} gates Hopper features with no capability (TMA, wgmma) unless the test uses fp8",
@@ -219,6 +228,12 @@ PLATFORM_SUPPORTS: dict[str, Gate] = {
                             "'attention.cudnn'])"),
     "BF16": Gate("DC006", "bf16", _caps("dtype.bf16"), "requires_capability('dtype.bf16')"),
     "FP8": Gate("DC006", "fp8", _caps("dtype.fp8_e4m3fn"), FP8_USE, by_use=FP8_BY_USE),
+    "MX_GEMM": Gate("DC006", "MX-format scaled matmul", _caps("mm.scaled_mx"),
+                    "requires_capability('mm.scaled_mx')"),
+    "FP8_GROUPED_GEMM": Gate("DC006", "fp8 grouped GEMM", _caps("mm.grouped", "mm.scaled"),
+                             "requires_capability('mm.grouped', 'mm.scaled')"),
+    "MXFP8_GROUPED_GEMM": Gate("DC006", "MXFP8 grouped GEMM", _caps("mm.grouped", "mm.scaled_mx"),
+                               "requires_capability('mm.grouped', 'mm.scaled_mx')"),
 }
 
 
@@ -229,8 +244,7 @@ def platform_gate(suffix: str) -> Gate:
     label = f"PLATFORM_SUPPORTS_{suffix}"
     return Gate("DC006", label, _blocked(f"{label}: the catalogue has no capability for it yet",
                                          "cuda"),
-                "a capability once the catalogue has one (grouped or MX-format scaled matmul...); "
-                "until then keep the gate", hardware="cuda")
+                "a capability once the catalogue has one; until then keep the gate", hardware="cuda")
 
 
 AVAILABILITY_USE = ("the device fixture (the test runs on every device), torch.accelerator.is_available(), "
@@ -247,7 +261,7 @@ def _devices(label: str, count: int) -> Gate:
 
 
 def _rocm(label: str) -> Gate:
-    return Gate("DC007", label, _blocked(f"{label} singles out ROCm", "rocm"),
+    return Gate("DC007", label, _blocked(f"{label} singles out ROCm", "amd"),
                 "requires_capability for what differs on ROCm, or an override file for vendor amd",
                 hardware=None)
 
