@@ -69,6 +69,19 @@ class UnknownDeviceError(DevcapsError, LookupError):
                f"{did_you_mean(self.device, self.known)}"
 
 
+class UnsafeFileError(DevcapsError):
+    """A path devcaps refuses to read or to replace: not a regular file, too large, or (a cache
+    file) not owned by this user or writable by others. ``path`` is the file, ``reason`` why."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
 class MarkerError(DevcapsError):
     """A devcaps marker or decorator used with arguments it does not take.
 
