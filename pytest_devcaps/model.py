@@ -174,7 +174,12 @@ class ProbeOutcome:
     ``NATIVE`` means "the op ran"; vendor rules decide whether that is native or emulated.
     ``UNSUPPORTED`` means the op refused to run; ``UNKNOWN`` means the probe could not tell
     (it crashed, hung, or does not apply to this device).
+
+    ``transient``: the outcome says more about this run than about the device (the probe timed
+    out, the runner failed, the child was killed from outside); it is not cached, so the next
+    run asks again.
     """
 
     level: Level
     reason: str
+    transient: bool = False

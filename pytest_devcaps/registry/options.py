@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,3 +44,27 @@ class RegistryOptions:
     reprobe: bool = False
     cache_dir: Path | None = None
     probe_timeout: float = 10.0
+
+    def __post_init__(self) -> None:
+        check_probe_timeout(self.probe_timeout)
+
+
+#: The longest probe timeout accepted: a probe still running after a day has hung.
+MAX_PROBE_TIMEOUT = 86400.0
+
+
+def check_probe_timeout(value: object, *, source: str = "probe_timeout") -> float:
+    """``value`` as a probe timeout in seconds: a finite number above 0 and at most a day.
+
+    Anything else is a ConfigError: ``inf`` or ``nan`` would fail every probe (and, cached,
+    every later run), 0 or less would time out every probe at once.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"expected a number of seconds, got {type(value).__name__}",
+                          key=source)
+    finite = math.isfinite(value) if isinstance(value, float) else value.bit_length() < 64
+    if not (finite and 0 < value <= MAX_PROBE_TIMEOUT):
+        shown = repr(value) if isinstance(value, float) or finite else "a huge number"
+        raise ConfigError(f"must be a finite number of seconds above 0 and at most "
+                          f"{MAX_PROBE_TIMEOUT:g}, got {shown}", key=source)
+    return float(value)
