@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pytest_devcaps.model import CapabilityRecord, DeviceIdentity, Level, ProbeOutcome
+from pytest_devcaps.model import CapabilityRecord, DeviceIdentity, Fact, Level, ProbeOutcome
 from pytest_devcaps.version import __version__
 
 if TYPE_CHECKING:
@@ -20,6 +20,7 @@ __all__ = [
     "CapabilityRegistry",
     "DeviceCapabilities",
     "DeviceIdentity",
+    "Fact",
     "Level",
     "ProbeOutcome",
     "__version__",
