@@ -495,22 +495,19 @@ def shipped_catalogue_path() -> Path:
 
 @functools.lru_cache(maxsize=1)
 def _shipped_catalogue(path: Path, mtime_ns: int) -> Catalogue:
-    return _parsed_with_disk_cache(path)
-
-
-_CACHE_FORMAT = 1  # bump when document_to_plain changes shape
-
-
-def _without_gc(function: Callable[[], Catalogue]) -> Catalogue:
-    # Loading builds ~5000 small objects; with torch imported, each collection they trigger
-    # walks millions of torch objects (80 ms measured). Nothing here forms cycles worth it.
+    # Loading builds thousands of small objects; with torch imported, each collection they
+    # trigger walks millions of torch objects (80 ms for the YAML parse, 400 ms for rebuilding
+    # the cached document, measured). Nothing here forms cycles worth collecting.
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return function()
+        return _parsed_with_disk_cache(path)
     finally:
         if enabled:
             gc.enable()
+
+
+_CACHE_FORMAT = 1  # bump when document_to_plain changes shape
 
 
 def _cached_document(cached: Path) -> Any:
@@ -545,11 +542,11 @@ def _parsed_with_disk_cache(path: Path) -> Catalogue:
     document = _cached_document(cached)
     if document is not None:
         try:
-            return _without_gc(lambda: parse_catalogue(document, str(path), raw))
+            return parse_catalogue(document, str(path), raw)
         except ConfigError:
             pass  # a copy that no longer validates: parse the YAML itself
-    document = _without_gc(lambda: parse_yaml_bytes(raw, str(path)))
-    catalogue = _without_gc(lambda: parse_catalogue(document, str(path), raw))
+    document = parse_yaml_bytes(raw, str(path))
+    catalogue = parse_catalogue(document, str(path), raw)
     try:
         write_atomic(cached, json.dumps({"format": _CACHE_FORMAT,
                                          "document": document_to_plain(document)}))
