@@ -104,18 +104,53 @@ def _check_trusted(path: str, info: os.stat_result) -> None:
                                     "a cache file is read only when nobody else can write it")
 
 
-def check_replaceable(path: Path) -> None:
-    """Raise :class:`UnsafeFileError` when ``path`` exists and is not a regular file (or a
-    symbolic link, which a write replaces without touching its target)."""
+def _unreplaceable(path: Path) -> str | None:
+    """What ``path`` is when it exists and a write must not replace it (None: it may). A
+    symbolic link to a regular file may be replaced: the rename replaces the link, never its
+    target."""
+    if not os.path.lexists(path) or path.is_file():
+        return None
+    if path.is_dir():
+        return "a directory"
     try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        return
+        kind = file_kind(os.stat(path).st_mode)
     except OSError:
-        return  # the write itself will say what is wrong
-    if not (stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode)):
-        raise UnsafeFileError(str(path), f"exists and is {file_kind(info.st_mode)}; devcaps "
-                                         "only replaces regular files")
+        kind = "a dangling symbolic link"
+    return f"not a regular file ({kind})"
+
+
+def _file_parent(path: Path) -> Path | None:
+    """The nearest existing ancestor of ``path`` when it is not a directory (None: fine)."""
+    for parent in path.parents:
+        if os.path.lexists(parent):
+            return None if parent.is_dir() else parent
+    return None
+
+
+def replace_refusal(path: Path) -> str | None:
+    """Why an atomic write must not replace ``path``, or None when it may.
+
+    The rename replaces whatever ``path`` names, so only a regular file (or nothing) may be
+    there: not a directory, a device node (``/dev/null``: as root the rename would replace it),
+    a FIFO or a socket. A parent that exists but is not a directory is refused too.
+    Callers check early (options, command line) so a user gets a usage error, not a traceback;
+    :func:`write_atomic_bytes` checks again when it writes.
+    """
+    kind = _unreplaceable(path)
+    if kind is not None:
+        return f"{str(path)!r} exists and is {kind}; give the path of a regular file to write"
+    parent = _file_parent(path)
+    if parent is not None:
+        return f"{str(parent)!r} is not a directory, so {str(path)!r} cannot be written"
+    return None
+
+
+def check_replaceable(path: Path) -> None:
+    """Raise :class:`UnsafeFileError` when ``path`` exists and must not be replaced."""
+    kind = _unreplaceable(path)
+    if kind is not None:
+        raise UnsafeFileError(str(path), f"exists and is {kind}; devcaps only replaces "
+                                         "regular files")
 
 
 def write_atomic(path: Path, text: str) -> None:

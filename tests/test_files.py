@@ -60,8 +60,8 @@ def _socket(path: Path) -> Path:
 @pytest.mark.skipif(os.name != "posix", reason="FIFOs and UNIX sockets are POSIX")
 @pytest.mark.parametrize(("make", "kind"), [
     (lambda p: p.mkdir() or p, "a directory"),
-    (_fifo, "a FIFO"),
-    (_socket, "a socket"),
+    (_fifo, r"not a regular file \(a FIFO\)"),
+    (_socket, r"not a regular file \(a socket\)"),
 ])
 def test_a_write_refuses_a_path_that_is_not_a_regular_file(
         tmp_path: Path, make: Callable[[Path], Path], kind: str) -> None:
@@ -81,7 +81,8 @@ def test_a_write_refuses_a_device_node(tmp_path: Path) -> None:
     if os.getuid() == 0:
         device = tmp_path / "null"
         os.mknod(device, stat.S_IFCHR | 0o666, os.makedev(1, 3))
-    with pytest.raises(UnsafeFileError, match=f"{device}: exists and is a character device"):
+    with pytest.raises(UnsafeFileError, match=f"{device}: exists and is not a regular file "
+                                              r"\(a character device\)"):
         write_atomic(device, "{}")
     assert stat.S_ISCHR(os.stat(device).st_mode)
 

@@ -54,9 +54,14 @@ from pytest_devcaps.config.yamlsource import (
     parse_yaml_bytes,
     read_source,
     short,
-    shown,
 )
-from pytest_devcaps.errors import ConfigError, DevcapsError, UnknownCapabilityError, did_you_mean
+from pytest_devcaps.errors import (
+    ConfigError,
+    DevcapsError,
+    UnknownCapabilityError,
+    did_you_mean,
+    short_repr,
+)
 from pytest_devcaps.model import DeviceIdentity, Level
 
 if TYPE_CHECKING:
@@ -313,7 +318,7 @@ def parse_level(value: Any, where: Where) -> Level:
     """A level name from YAML; the error lists the valid levels."""
     if not isinstance(value, str):
         valid = ", ".join(level.value for level in Level)
-        raise where.error(f"expected a level ({valid}), found {shown(value)}")
+        raise where.error(f"expected a level ({valid}), found {short_repr(value)}")
     try:
         return Level.parse(value)
     except ValueError as exc:
@@ -336,7 +341,8 @@ def capability_key(name: Any, where: Where, known: Mapping[str, Any]) -> str:
     """A capability name used as a key: valid form and declared in the catalogue."""
     if name not in known:
         check_capability_name(name, where)
-        raise where.error(f"unknown capability {shown(name)}{did_you_mean(short(name), known)}")
+        raise where.error(f"unknown capability {short_repr(name)}"
+                          f"{did_you_mean(short(name), known)}")
     return str(name)
 
 
@@ -468,7 +474,7 @@ def parse_catalogue(document: Any, source: str, raw: bytes,
             if vendor != ANY_VENDOR and not (isinstance(vendor, str)
                                              and _VENDOR_PATTERN.match(vendor)):
                 raise vendor_where.error(
-                    f"invalid vendor name {shown(vendor)}; expected a lower-case name such as "
+                    f"invalid vendor name {short_repr(vendor)}; expected a lower-case name such as "
                     "'nvidia' or '*' for every vendor")
             hint = did_you_mean(vendor, KNOWN_VENDORS, cutoff=0.75)
             if vendor not in KNOWN_VENDORS and vendor != ANY_VENDOR and hint:

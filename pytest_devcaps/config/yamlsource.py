@@ -9,7 +9,8 @@ Parsing is bounded, since a few hundred hostile bytes must not cost gigabytes: o
 files of at most 16 MiB are read (never a FIFO or ``/dev/zero``), aliases may add at most
 :data:`MAX_ALIAS_NODES` nodes to a document (an alias bomb is refused before it is built),
 integers have at most :data:`MAX_INT_DIGITS` digits, ``.inf`` and ``.nan`` are refused, and
-error messages quote values through :func:`shown`, which cuts them short.
+error messages quote values through :func:`~pytest_devcaps.errors.short_repr`, which cuts
+them short.
 """
 
 from __future__ import annotations
@@ -17,13 +18,12 @@ from __future__ import annotations
 import functools
 import math
 import re
-import reprlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Collection, Iterator, Mapping, Sequence, TypeVar, cast
 
 
-from pytest_devcaps.errors import ConfigError, UnsafeFileError, did_you_mean
+from pytest_devcaps.errors import ConfigError, UnsafeFileError, did_you_mean, short_repr
 from pytest_devcaps.files import MAX_READ_BYTES, read_regular_file
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ SCHEMA_VERSION = 1
 MAX_ALIAS_NODES = 10_000
 #: The most digits an integer in a devcaps YAML file may have.
 MAX_INT_DIGITS = 40
-#: The most characters an error message quotes of one value.
+#: The most characters of a key or name an error message quotes.
 MAX_SHOWN = 100
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]*\.[a-z0-9][a-z0-9_]*$")
 IDENTIFIER_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -69,37 +69,10 @@ class FrozenMap(Mapping[K, V]):
         return (FrozenMap, (self._data,))
 
 
-class _Shown(reprlib.Repr):
-    """reprlib limits that also apply to the loader's dict and list subclasses."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.maxlevel, self.maxdict, self.maxlist = 2, 4, 6
-        self.maxstring, self.maxother, self.maxlong = MAX_SHOWN, MAX_SHOWN, 40
-
-    def repr_LineDict(self, value: dict[Any, Any], level: int) -> str:
-        return self.repr_dict(value, level)
-
-    def repr_LineList(self, value: list[Any], level: int) -> str:
-        return self.repr_list(value, level)
-
-
-_SHOWN = _Shown()
-
-
-def shown(value: Any) -> str:
-    """``repr(value)`` for an error message, cut to about :data:`MAX_SHOWN` characters
-    (nested containers and long strings are elided, never expanded in full)."""
-    try:
-        text = _SHOWN.repr(value)
-    except Exception:  # noqa: BLE001 - an odd object must not turn an error into a crash
-        text = f"<{type(value).__name__}>"
-    return text if len(text) <= MAX_SHOWN + 20 else text[:MAX_SHOWN] + "..."
-
-
 def short(name: Any) -> str:
     """A key or name as text short enough to suggest spellings for and to print."""
-    text = str(name) if isinstance(name, (str, int, float, bool)) or name is None else shown(name)
+    scalar = isinstance(name, (str, int, float, bool)) or name is None
+    text = str(name) if scalar else short_repr(name)
     return text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN] + "..."
 
 
@@ -442,7 +415,7 @@ def check_keys(mapping: Mapping[Any, Any], where: Where, *, allowed: Collection[
         if not isinstance(key, str) or key not in allowed:
             valid = ", ".join(sorted(allowed))
             raise where.child(mapping, key).error(
-                f"unknown key {shown(key)}{did_you_mean(short(key), allowed)}; "
+                f"unknown key {short_repr(key)}{did_you_mean(short(key), allowed)}; "
                 f"valid keys: {valid}")
     for key in required:
         if key not in mapping:
@@ -468,7 +441,7 @@ def check_document(document: Any, source: str, *, body_keys: Collection[str],
     version = document["devcaps"]
     if isinstance(version, bool) or version != SCHEMA_VERSION:
         raise top.child(document, "devcaps").error(
-            f"unsupported schema version {shown(version)}; this pytest-devcaps reads version "
+            f"unsupported schema version {short_repr(version)}; this pytest-devcaps reads version "
             f"{SCHEMA_VERSION}")
     check_keys(document, top, allowed={"devcaps", *body_keys}, required=required)
     return cast(Mapping[str, Any], document)
@@ -478,7 +451,7 @@ def check_capability_name(name: Any, where: Where) -> str:
     """Validate the ``<category>.<name>`` snake_case form of a capability name."""
     if not isinstance(name, str) or not NAME_PATTERN.match(name):
         raise where.error(
-            f"invalid capability name {shown(name)}; expected '<category>.<name>' in lower "
+            f"invalid capability name {short_repr(name)}; expected '<category>.<name>' in lower "
             "snake_case, e.g. 'dtype.bf16'")
     return name
 
@@ -486,7 +459,7 @@ def check_capability_name(name: Any, where: Where) -> str:
 def check_identifier(name: Any, where: Where, what: str = "fact name") -> str:
     """A fact name: a plain identifier (what rule expressions can refer to)."""
     if not isinstance(name, str) or not IDENTIFIER_PATTERN.match(name):
-        raise where.error(f"invalid {what} {shown(name)}; expected an identifier like "
+        raise where.error(f"invalid {what} {short_repr(name)}; expected an identifier like "
                           "'compute_capability'")
     return name
 
@@ -507,4 +480,4 @@ def check_version_values(name: str, values: Sequence[Any], where: Where,
     for value in values:
         if isinstance(value, float):
             raise where.error(f"{name} is a version; quote it ({name}: \"...\"): YAML reads "
-                              f"an unquoted {shown(value)} as a number, so 12.10 would be 12.1")
+                              f"an unquoted {short_repr(value)} as a number, so 12.10 would be 12.1")

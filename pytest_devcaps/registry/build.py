@@ -9,7 +9,7 @@ checked against the facts some backend can actually set.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 from pytest_devcaps.errors import ConfigError, did_you_mean
 from pytest_devcaps.model import DeviceIdentity
@@ -24,7 +24,7 @@ from pytest_devcaps.registry.layers import (
     RuleLayer,
     merge,
 )
-from pytest_devcaps.registry.options import RegistryOptions
+from pytest_devcaps.registry.options import RegistryOptions, check_setting_devices
 from pytest_devcaps.registry.query import CapabilityRegistry
 from pytest_devcaps.registry.registrars import BackendRegistrar, CapabilityRegistrar
 
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from pytest_devcaps.config.catalogue import Catalogue
     from pytest_devcaps.facts import FactVocabulary
     from pytest_devcaps.probes.base import ProbeSpec
-    from pytest_devcaps.registry.options import CapabilitySetting
 
 
 def build_registry(options: RegistryOptions = RegistryOptions(), hook: Any = None) -> CapabilityRegistry:
@@ -54,17 +53,15 @@ def build_registry(options: RegistryOptions = RegistryOptions(), hook: Any = Non
     overrides = load_overrides(list(options.overrides), catalogue, facts)
     meta: dict[str, Any] = {"overrides": list(options.overrides)}
     layers: list[Layer] = [RuleLayer(catalogue)]
-    if options.profile:
-        profile = load_profile(options.profile, catalogue, facts)
-        identities = list(profile.identities)
-        _check_setting_devices(options.settings, identities)
+    profile = load_profile(options.profile, catalogue, facts) if options.profile else None
+    identities = list(profile.identities) if profile else discover_devices(adapters)
+    check_setting_devices(options.settings, identities)  # before probing: a typo costs no probe run
+    if profile is not None:
         layers.append(ProfileLayer(profile))
         meta.update(profile=profile.name, cache="none (profile)")
     else:
         from pytest_devcaps.registry.probing import probe_devices
 
-        identities = discover_devices(adapters)
-        _check_setting_devices(options.settings, identities)
         results = probe_devices(identities, catalogue, probes, options)
         layers.append(ProbeLayer(results.outcomes))
         meta.update(results.meta())
@@ -115,26 +112,6 @@ def _check_settings(options: RegistryOptions, catalogue: Catalogue) -> None:
             raise ConfigError(f"unknown capability {setting.capability!r}"
                               f"{did_you_mean(setting.capability, catalogue.names())}",
                               file="command line", key=setting.capability)
-
-
-def _check_setting_devices(settings: Sequence[CapabilitySetting],
-                           identities: Sequence[DeviceIdentity]) -> None:
-    """``--devcaps-set CAP=LEVEL@DEVICE`` must name a device (or device type) that is here."""
-    keys = [identity.key for identity in identities]
-    for setting in settings:
-        if setting.device is None or any(setting.applies_to(i) for i in identities):
-            continue
-        names = keys + sorted({identity.type for identity in identities})
-        kind, _, index = setting.device.partition(":")
-        shared = next((i for i in identities if i.type == kind and i.index is not None
-                       and index.isdigit() and int(index) < i.count), None)
-        why = (f"{setting.device} shares the answers of {shared.key} (one description of "
-               f"{shared.count} identical devices); set it with @{kind}" if shared else
-               f"no device {setting.device!r} here{did_you_mean(setting.device, names)}; "
-               f"devices: {', '.join(keys) or 'none'} (a device type such as 'cuda' sets "
-               "every device of that type)")
-        raise ConfigError(f"{setting.capability}={setting.level.value}@{setting.device}: {why}",
-                          file="command line", key=setting.capability)
 
 
 def backend_adapters(hook: Any = None) -> list[BackendAdapter]:

@@ -11,8 +11,8 @@ from typing import Callable
 import pytest
 
 from pytest_devcaps.config import Catalogue, load_catalogue, load_overrides, load_profile
-from pytest_devcaps.config.yamlsource import MAX_ALIAS_NODES, parse_yaml, shown
-from pytest_devcaps.errors import ConfigError
+from pytest_devcaps.config.yamlsource import MAX_ALIAS_NODES, parse_yaml
+from pytest_devcaps.errors import ConfigError, short_repr
 
 Loader = Callable[[Path, Catalogue], object]
 LOADERS: dict[str, Loader] = {
@@ -135,10 +135,15 @@ def test_error_messages_quote_values_briefly(tmp_path: Path, catalogue: Catalogu
     assert len(str(error)) < 600, str(error)[:1000]
 
 
-def test_shown_cuts_long_and_nested_values() -> None:
-    assert shown("short") == "'short'"
-    assert len(shown("x" * 10_000)) < 130
+def test_short_repr_cuts_long_and_nested_values() -> None:
+    from pytest_devcaps.config.yamlsource import LineDict, LineList
+
+    assert short_repr("short") == "'short'"
+    assert len(short_repr("x" * 10_000)) <= 100
     nested: list[object] = []
     for _ in range(1000):
         nested = [nested, nested]
-    assert len(shown(nested)) < 130
+    assert len(short_repr(nested)) <= 100
+    # The loader's own containers are cut too (reprlib would print a dict subclass in full).
+    wide = LineDict({f"key{i}": LineList(range(1000)) for i in range(1000)})
+    assert len(short_repr(wide)) <= 100
