@@ -14,7 +14,13 @@ from typing import Callable
 import pytest
 
 from pytest_devcaps.errors import DevcapsError, UnsafeFileError
-from pytest_devcaps.files import MAX_READ_BYTES, read_regular_file, write_atomic, write_atomic_bytes
+from pytest_devcaps.files import (
+    MAX_READ_BYTES,
+    read_regular_file,
+    replace_refusal,
+    write_atomic,
+    write_atomic_bytes,
+)
 
 
 def test_writes_replace_and_create_parents(tmp_path: Path) -> None:
@@ -180,3 +186,24 @@ def test_trusted_reads_refuse_another_users_file(tmp_path: Path) -> None:
     owner = os.stat(path).st_uid
     with pytest.raises(UnsafeFileError, match=f"owned by uid {owner}, not by this user"):
         read_regular_file(path, trusted=True)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="symbolic links and FIFOs")
+def test_the_early_refusal_and_the_write_agree(tmp_path: Path) -> None:
+    """replace_refusal (options, devcaps check) and the write itself judge a path alike."""
+    (tmp_path / "file.json").write_text("{}")
+    _fifo(tmp_path / "fifo")
+    (tmp_path / "to_file").symlink_to(tmp_path / "file.json")
+    (tmp_path / "to_fifo").symlink_to(tmp_path / "fifo")
+    (tmp_path / "dangling").symlink_to(tmp_path / "missing")
+    for name, refused in [("new.json", False), ("file.json", False), ("to_file", False),
+                          ("fifo", True), ("to_fifo", True), ("dangling", True)]:
+        path = tmp_path / name
+        assert (replace_refusal(path) is not None) is refused, name
+        if refused:
+            with pytest.raises(UnsafeFileError):
+                write_atomic(path, "{}")
+    assert "(a dangling symbolic link)" in str(replace_refusal(tmp_path / "dangling"))
+    assert replace_refusal(tmp_path / "file.json" / "x.json") == (
+        f"{str(tmp_path / 'file.json')!r} is not a directory, so "
+        f"{str(tmp_path / 'file.json' / 'x.json')!r} cannot be written")
