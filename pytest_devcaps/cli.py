@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="with several devices, also print each device's reasons")
     probe.add_argument("--device", action="append", default=[], metavar="D",
                        help="only these devices or device types (repeatable)")
+    probe.add_argument("--explain", metavar="CAP",
+                       help="how CAP's answer was reached: the rule that fired (with the fact "
+                            "values), the probe, the layers that replaced it, the source")
     _add_registry_arguments(probe)
     commands.add_parser("profiles", help="list the shipped device profiles")
     lint = commands.add_parser("lint", help="report hardcoded device checks (CUDA availability calls, "
@@ -76,6 +79,11 @@ def command_probe(args: argparse.Namespace) -> int:
         reprobe=args.reprobe,
         probe_timeout=args.probe_timeout,
     )
+    if args.explain:
+        from pytest_devcaps.explain import show_explanation
+
+        show_explanation(options, args.explain, args.device)
+        return 0
     show_registry(options, args.device, as_json=args.json, verbose=args.verbose)
     return 0
 

@@ -281,6 +281,8 @@ def evaluate(marks: Sequence[pytest.Mark], registry: CapabilityRegistry, device:
         ok = record.level is Level.NATIVE if native else record.level.available
         if not ok:
             what = f"native {capability}" if native else capability
+            if record.capability != capability:  # an alias: say which capability answered
+                what, capability = f"{what} (alias of {record.capability})", record.capability
             missing.append(Missing(kind, capability, identity.key, record.level.value,
                                    record.source,
                                    f"requires {what} on {identity.key}: {record.describe()}"))

@@ -26,11 +26,20 @@ if TYPE_CHECKING:
 
 
 def check_required(setting: Setting, catalogue: Catalogue) -> None:
-    """Raise :class:`ConfigError` naming ``setting``'s source for a name not in the catalogue."""
+    """Raise :class:`ConfigError` naming ``setting``'s source for a name not in the catalogue
+    (an alias such as ``dtype.fp8`` is fine: it stands for the capability it resolves to)."""
+    known = [*catalogue.names(), *catalogue.aliases()]
     for name in setting.value:
-        if name not in catalogue:
-            raise ConfigError(f"unknown capability {name!r}{did_you_mean(name, catalogue.names())}",
+        if name not in known:
+            raise ConfigError(f"unknown capability {name!r}{did_you_mean(name, known)}",
                               file=setting.source)
+
+
+def required_capabilities(config: pytest.Config) -> set[str]:
+    """The capabilities ``--devcaps-require`` names, aliases resolved to the real names."""
+    state = session_state(config)
+    catalogue = state.registry.catalogue
+    return {catalogue.check_name(name).name for name in state.settings.require.value}
 
 
 def skip_unless_required(config: pytest.Config, missing: Iterable[Missing | str],
@@ -40,7 +49,7 @@ def skip_unless_required(config: pytest.Config, missing: Iterable[Missing | str]
     setting = session_state(config).settings.require
     named = {name for item in missing
              for name in ((item,) if isinstance(item, str) else item.capabilities)}
-    names = sorted(named & set(setting.value))
+    names = sorted(named & required_capabilities(config)) if setting.value else []
     if names:
         pytest.fail(f"{', '.join(names)} required on this runner ({setting.source}) but: {reason}",
                     pytrace=False)

@@ -107,10 +107,11 @@ def _probes(catalogue: Catalogue, registrar: CapabilityRegistrar) -> dict[str, P
 
 
 def _check_settings(options: RegistryOptions, catalogue: Catalogue) -> None:
+    from pytest_devcaps.config.catalogue import alias_or_unknown
+
     for setting in options.settings:
         if setting.capability not in catalogue:
-            raise ConfigError(f"unknown capability {setting.capability!r}"
-                              f"{did_you_mean(setting.capability, catalogue.names())}",
+            raise ConfigError(alias_or_unknown(setting.capability, catalogue.capabilities),
                               file="command line", key=setting.capability)
 
 

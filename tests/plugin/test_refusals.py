@@ -384,3 +384,25 @@ def test_config_time_warning_under_w_error_is_a_usage_error_not_internalerror(py
                                  "RuntimeError: driver exploded (a warning, made an error by -W or "
                                  "filterwarnings)"])
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
+
+def test_required_alias_is_enforced_as_the_capability_it_names(pytester: pytest.Pytester) -> None:
+    # dtype.fp8 is PyTorch's name (PLATFORM_SUPPORTS_FP8) for what our catalogue calls mm.scaled:
+    # requiring the alias must hold tests to mm.scaled, whichever name the test used.
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.requires_capability("mm.scaled")
+        def test_real_name(device):
+            pass
+
+        @pytest.mark.requires_capability("dtype.fp8")
+        def test_alias(device):
+            pass
+        """
+    )
+    result = pytester.runpytest("-rE", "--devcaps-devices=cpu", "--devcaps-require=dtype.fp8",
+                                "--devcaps-set=mm.scaled=unsupported")
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(["*mm.scaled required on this runner (--devcaps-require) but: *"])
