@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pytest_devcaps.model import CapabilityRecord, DeviceIdentity, Level, ProbeOutcome
+from pytest_devcaps.model import CapabilityRecord, DeviceIdentity, Fact, Level, ProbeOutcome
 from pytest_devcaps.version import __version__
 
 if TYPE_CHECKING:
@@ -52,6 +52,7 @@ _LAZY = {
 __all__ = [
     "CapabilityRecord",
     "DeviceIdentity",
+    "Fact",
     "Level",
     "ProbeOutcome",
     "__version__",
