@@ -3,77 +3,47 @@
 ``skip_on``, ``xfail_on``, ``tolerance`` and ``dtypes`` take conditions written exactly as the
 ``when:`` of an override file or vendor rule (``vendor == 'nvidia' and compute_capability <
 9.0``), compiled by :func:`pytest_devcaps.config.expressions.compile_expression` (no ``eval``).
-A fact name no backend or rule knows is a :class:`MarkerError` naming the closest known fact, so
+A fact name no backend declares is a :class:`MarkerError` naming the closest known fact, so
 a typo never makes a condition silently false.
 """
 
 from __future__ import annotations
 
-import functools
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from pytest_devcaps.config.catalogue import format_fact
-from pytest_devcaps.config.expressions import Expression, compile_expression
-from pytest_devcaps.errors import ConfigError, MarkerError, did_you_mean
+from pytest_devcaps.config.expressions import Expression, compile_expression, quoted
+from pytest_devcaps.errors import ConfigError, MarkerError
 from pytest_devcaps.model import DeviceIdentity
 
 if TYPE_CHECKING:
+    from pytest_devcaps.facts import FactVocabulary
     from pytest_devcaps.registry import CapabilityRegistry
 
-#: Facts every device has (the named fields of DeviceIdentity, as ``rule_facts()`` gives them).
-COMMON_FACTS: frozenset[str] = frozenset(
-    DeviceIdentity(type="cpu", index=None, vendor="cpu", name="cpu", arch="").rule_facts())
+def known_facts(registry: CapabilityRegistry) -> FactVocabulary:
+    """The facts a condition may use: the registry's vocabulary (the identity fields and every
+    fact its backend adapters declare, the hook-registered ones included)."""
+    return registry.facts
 
 
-@functools.lru_cache(maxsize=1)
-def _profile_facts() -> frozenset[str]:
-    """Every fact the shipped device profiles give their devices (every builtin vendor's)."""
-    from pytest_devcaps.config import list_profiles, load_catalogue, load_profile
-
-    catalogue = load_catalogue()
-    return frozenset(name for profile in list_profiles()
-                     for identity in load_profile(profile, catalogue).identities
-                     for name in identity.rule_facts())
+_COMPILED: dict[tuple[str, str], Expression] = {}
 
 
-@functools.lru_cache(maxsize=8)
-def known_facts(registry: CapabilityRegistry) -> frozenset[str]:
-    """Fact names a condition may use: the common ones, the facts of every shipped profile
-    (``gcn_arch`` and ``rocm_version`` on a machine without an AMD GPU...), every discovered
-    (or profiled) device's facts (an out-of-tree backend's), and every fact a vendor rule of the
-    catalogue tests."""
-    names = set(COMMON_FACTS) | _profile_facts()
-    for identity in registry.devices:
-        names.update(identity.rule_facts())
-    for by_capability in registry.catalogue.rules.values():
-        for rules in by_capability.values():
-            for rule in rules:
-                if rule.when is not None:
-                    names.update(rule.when.names)
-    return frozenset(names)
-
-
-@functools.lru_cache(maxsize=512)
-def _compile(text: str) -> Expression:
-    return compile_expression(text)
-
-
-def compile_condition(marker: str, text: Any, facts: Iterable[str]) -> Expression:
-    """``text`` compiled, its fact names checked against ``facts``; raises :class:`MarkerError`."""
+def compile_condition(marker: str, text: Any, facts: FactVocabulary) -> Expression:
+    """``text`` compiled against the fact vocabulary ``facts`` (an unknown fact name is refused
+    with the closest known one; version facts compare as versions, ``runtime_version < 12.10``
+    as the release numbers read); raises :class:`MarkerError`."""
     if not isinstance(text, str):
         raise MarkerError(marker, "when= takes a condition over device facts like "
                                   f"\"vendor == 'nvidia' and compute_capability < 9.0\", got {text!r}")
-    try:
-        expression = _compile(text)
-    except ConfigError as exc:
-        raise MarkerError(marker, f"when={text!r}: {exc.message}") from None
-    known = sorted(facts)
-    unknown = sorted(expression.names - set(known))
-    if unknown:
-        raise MarkerError(marker, f"unknown device fact {unknown[0]!r}"
-                                  f"{did_you_mean(unknown[0], known)} in when={text!r}; "
-                                  f"known facts: {', '.join(known)}")
-    return expression
+    key = (text, facts.digest())
+    if key not in _COMPILED:
+        try:
+            _COMPILED[key] = compile_expression(text, facts=facts)
+        except ConfigError as exc:  # its message ends with the condition, which we name first
+            message = exc.message.removesuffix(f": {quoted(text)}")
+            raise MarkerError(marker, f"when={text!r}: {message}") from None
+    return _COMPILED[key]
 
 
 def describe_facts(expression: Expression, facts: Mapping[str, Any]) -> str:

@@ -9,12 +9,15 @@ failure) both start from :class:`Condition`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from pytest_devcaps.conditions import compile_condition, describe_facts, holds
 from pytest_devcaps.config.expressions import Expression
 from pytest_devcaps.errors import MarkerError
 from pytest_devcaps.model import DeviceIdentity
+
+if TYPE_CHECKING:
+    from pytest_devcaps.facts import FactVocabulary
 
 MARKERS = ("skip_on", "xfail_on")
 
@@ -46,7 +49,7 @@ class Condition:
 
 
 def parse_condition(marker: str, args: tuple[Any, ...], kwargs: Any,
-                    facts: Iterable[str]) -> Condition:
+                    facts: FactVocabulary) -> Condition:
     """A ``skip_on`` / ``xfail_on`` mark's arguments as a :class:`Condition` (or MarkerError);
     unknown keywords are refused before (``markers.check_keywords``)."""
     if len(args) > 1 or (args and "when" in kwargs):

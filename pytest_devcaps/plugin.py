@@ -52,12 +52,11 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         settings = resolve_settings(config)
         from pytest_devcaps.library import install_default_registry
-        from pytest_devcaps.registry import CapabilityRegistry, build_registry, catalogue_with_hooks
+        from pytest_devcaps.registry import build_registry, registry_from_snapshot
 
         snapshot = xdist_hooks.worker_snapshot(config)
         if snapshot is not None:
-            catalogue, _ = catalogue_with_hooks(config.hook)
-            registry = CapabilityRegistry.from_snapshot(snapshot, catalogue)
+            registry = registry_from_snapshot(snapshot, config.hook)
         else:
             with configwarnings.reissued(config):
                 registry = build_registry(settings.registry_options(), hook=config.hook)

@@ -35,6 +35,7 @@ from pytest_devcaps.pytorch_compat import class_device_type
 from pytest_devcaps.tolerances import Tolerances, parse_tolerance
 
 if TYPE_CHECKING:
+    from pytest_devcaps.facts import FactVocabulary
     import torch
 
     from pytest_devcaps.model import DeviceIdentity
@@ -147,7 +148,7 @@ def verdict(function: Any, test: Any) -> Verdict:
     return Verdict(None, None, identity)
 
 
-def _facts(registry: CapabilityRegistry) -> frozenset[str]:
+def _facts(registry: CapabilityRegistry) -> FactVocabulary:
     from pytest_devcaps.conditions import known_facts
 
     return known_facts(registry)

@@ -12,12 +12,15 @@ there is no override and ``torch.testing.assert_close`` uses its own per-dtype d
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from pytest_devcaps.conditions import compile_condition, holds
 from pytest_devcaps.config.expressions import Expression
 from pytest_devcaps.errors import MarkerError, did_you_mean
 from pytest_devcaps.model import DeviceIdentity
+
+if TYPE_CHECKING:
+    from pytest_devcaps.facts import FactVocabulary
 
 MARKER = "tolerance"
 
@@ -77,7 +80,7 @@ def _dtype_names(value: Any) -> tuple[str, ...] | None:
     return tuple(names)
 
 
-def parse_tolerance(args: tuple[Any, ...], kwargs: Any, facts: Iterable[str]) -> ToleranceRule:
+def parse_tolerance(args: tuple[Any, ...], kwargs: Any, facts: FactVocabulary) -> ToleranceRule:
     """A ``tolerance`` mark's arguments as a :class:`ToleranceRule` (or MarkerError)."""
     if args:
         raise MarkerError(MARKER, f"takes keywords only (dtype=, atol=, rtol=, when=), got {args!r}")

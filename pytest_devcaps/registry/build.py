@@ -9,7 +9,7 @@ checked against the facts some backend can actually set.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from pytest_devcaps.errors import ConfigError, did_you_mean
 from pytest_devcaps.model import DeviceIdentity
@@ -71,7 +71,7 @@ def build_registry(options: RegistryOptions = RegistryOptions(), hook: Any = Non
     layers.append(ImpliesLayer(catalogue))
     records = {identity.key: merge(layers, identity, catalogue.names()) for identity in identities}
     meta["build_seconds"] = round(time.perf_counter() - started, 4)
-    return CapabilityRegistry(identities, records, catalogue, meta)
+    return CapabilityRegistry(identities, records, catalogue, meta, facts)
 
 
 def catalogue_with_hooks(hook: Any = None, facts: FactVocabulary | None = None
@@ -113,6 +113,16 @@ def _check_settings(options: RegistryOptions, catalogue: Catalogue) -> None:
         if setting.capability not in catalogue:
             raise ConfigError(alias_or_unknown(setting.capability, catalogue.capabilities),
                               file="command line", key=setting.capability)
+
+
+def registry_from_snapshot(snapshot: Mapping[str, Any], hook: Any = None) -> CapabilityRegistry:
+    """An xdist worker's registry: the controller's answers, with this process's catalogue and
+    fact vocabulary (the same hooks run here; a different catalogue is refused)."""
+    from pytest_devcaps.facts import fact_vocabulary
+
+    facts = fact_vocabulary(backend_adapters(hook))
+    catalogue, _ = catalogue_with_hooks(hook, facts)
+    return CapabilityRegistry.from_snapshot(snapshot, catalogue, facts)
 
 
 def backend_adapters(hook: Any = None) -> list[BackendAdapter]:

@@ -30,7 +30,8 @@ def test_skip_on_names_the_condition_and_the_facts(pytester: pytest.Pytester) ->
 
 @pytest.mark.parametrize(("mark", "message"), [
     ("skip_on(\"compute_capabilty < 9.0\", reason='x')",
-     "skip_on: unknown device fact 'compute_capabilty' (did you mean 'compute_capability'?)"),
+     "skip_on: when='compute_capabilty < 9.0': unknown device fact 'compute_capabilty' "
+     "(did you mean 'compute_capability'?); device facts are: *"),
     ("skip_on(\"vendor == 'cpu'\")", "skip_on: needs reason=*"),
     ("skip_on(\"vendor == 'cpu'\", reasn='x')",
      "skip_on: unexpected keyword argument 'reasn' (did you mean 'reason'?); it takes when=, reason="),
@@ -198,3 +199,30 @@ def test_a_module_dtypes_mark_leaves_device_only_tests_per_device(pytester: pyte
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines_random(["*test_device_only[[]cpu[]] PASSED*",
                                         "*test_both[[]cpu-float64[]] PASSED*"])
+
+
+@pytest.mark.parametrize(("condition", "runtime", "holds_there"), [
+    ("runtime_version < 12.10", "12.8", True),     # as floats 12.8 < 12.1 is False: versions, not floats
+    ("runtime_version >= 12.10", "12.8", False),
+    ("runtime_version >= '12.10'", "12.10", True),
+    ("torch_version >= 2.10", "2.9", False),
+])
+def test_conditions_compare_version_facts_as_versions(condition: str, runtime: str,
+                                                       holds_there: bool) -> None:
+    from pytest_devcaps.conditions import compile_condition, holds
+    from pytest_devcaps.facts import builtin_vocabulary
+    from pytest_devcaps.model import DeviceIdentity
+
+    identity = DeviceIdentity(type="cuda", index=0, vendor="nvidia", name="GPU", arch="sm_90",
+                              torch_version=runtime, runtime_version=runtime)
+    expression = compile_condition("skip_on", condition, builtin_vocabulary())
+    assert holds(expression, identity) is holds_there
+
+
+def test_conditions_refuse_a_fact_no_backend_declares() -> None:
+    from pytest_devcaps.conditions import compile_condition
+    from pytest_devcaps.errors import MarkerError
+    from pytest_devcaps.facts import builtin_vocabulary
+
+    with pytest.raises(MarkerError, match="unknown device fact 'vendr' \\(did you mean 'vendor'\\?\\)"):
+        compile_condition("skip_on", "vendr == 'nvidia'", builtin_vocabulary())
