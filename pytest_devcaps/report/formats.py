@@ -17,8 +17,10 @@ from typing import Any, Mapping
 from pytest_devcaps.errors import ConfigError
 from pytest_devcaps.version import __version__
 
-PYTEST_FORMAT = 1
-"""``pytest --devcaps-json``: devices, every capability record, per-test outcomes."""
+PYTEST_FORMAT = 2
+"""``pytest --devcaps-json``: devices, every capability record, per-test outcomes.
+2: outcomes are pytest's terminal categories (xfailed, xpassed), ``teardown``, ``reruns``,
+``summary`` and ``collection_errors`` (1 had none of them; it is still read)."""
 CHECK_FORMAT = 1
 """``devcaps check --json``: the capability records plus each suite's per-test outcomes.
 Format 0 was a bare list of suites with counts (pytest-devcaps 0.1.0); it is still read."""

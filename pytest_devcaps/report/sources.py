@@ -169,8 +169,10 @@ def _tests(entries: Sequence[Any], suite: str, path: str, where: str) -> list[Te
             raise ReportError(f"expected a test id, got {nodeid!r}", file=path,
                               key=f"{where}[{i}].nodeid")
         device = entry.get("device")
-        tests.append(TestEntry(suite, str(device) if device else NO_DEVICE, nodeid,
-                               classify_outcome(entry)))
+        # an error in teardown fails the test in a fleet's eyes (pytest counts it besides the
+        # outcome; a fleet counts each test once)
+        outcome = "error" if entry.get("teardown") == "error" else classify_outcome(entry)
+        tests.append(TestEntry(suite, str(device) if device else NO_DEVICE, nodeid, outcome))
     return tests
 
 

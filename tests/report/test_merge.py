@@ -38,6 +38,11 @@ def test_torchrun_ranks_merge_into_one_host(tmp_path: Path) -> None:
     assert fleet["conflicts"] == []
     assert _suite(fleet, "pytest", "node1/cuda:1")["failing"] == ["test_dist.py::test_allreduce[cuda]"]
     assert _suite(fleet, "pytest", "node1/cuda:0")["counts"] == {"passed": 3}
+    teardown = data.node1_rank(0)
+    teardown["tests"][0]["teardown"] = "error"  # passed, then its teardown failed
+    row = _suite(merged([data.write(tmp_path, "t.json", teardown)]), "pytest", "node1/cuda:0")
+    assert row["counts"] == {"error": 1, "passed": 2} and row["failing"] == [
+        "test_gemm.py::test_fp8[cuda]"]
     host_tests = _suite(fleet, "pytest", "node1/-")  # run by both ranks: counted once
     assert host_tests["counts"] == {"passed": 1} and fleet["summary"]["duplicate_tests"] == 1
     assert [s["rank"] for s in fleet["sources"]] == [0, 1]
@@ -84,6 +89,7 @@ def test_older_formats_are_read(tmp_path: Path) -> None:
     old_pytest = data.node1_rank(0)
     for key in ("kind", "host", "rank", "world_size"):  # pytest-devcaps 0.1.0 wrote none of them
         del old_pytest[key]
+    old_pytest["format"] = 1
     fleet = merged([data.write(tmp_path, "check-0.1.json", legacy_check),
                     "mine=" + data.write(tmp_path, "pytest-0.1.json", old_pytest)])
     assert [(s["kind"], s["format"], s["host"], s["suites"]) for s in fleet["sources"]] == [
