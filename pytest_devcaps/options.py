@@ -49,7 +49,13 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--devcaps-probe-timeout", dest="devcaps_probe_timeout", metavar="SECONDS",
                     help=TIMEOUT_HELP)
     group.addoption("--devcaps-pin-workers", dest="devcaps_pin_workers", action="store_true",
-                    help="under xdist, pin worker i to accelerator i mod count")
+                    help="under xdist, give each worker its own slice of the accelerators (through "
+                         "the backend's visible-devices variable)")
+    group.addoption("--devcaps-all-ranks", dest="devcaps_all_ranks", action="store_true",
+                    help="under torchrun, every rank prints its terminal output (default: rank 0)")
+    group.addoption("--devcaps-rank-timeout", dest="devcaps_rank_timeout", metavar="SECONDS",
+                    help="under torchrun, how long a rank waits for the others at collection and "
+                         "at the end of the session (default 300)")
     parser.addini("devcaps_devices", DEVICES_HELP, type="string", default="")
     parser.addini("devcaps_except", EXCEPT_HELP, type="string", default="")
     parser.addini("devcaps_overrides", OVERRIDES_HELP + " (relative to the ini file)", type="paths",
@@ -78,6 +84,22 @@ class DevcapsSettings:
     reprobe: bool
     probe_timeout: Setting
     pin_workers: bool
+    all_ranks: bool = False
+    rank_timeout: float = 300.0
+
+    def given(self) -> list[str]:
+        """Where each devcaps setting that is not a default came from (empty for a session that
+        sets none): such a session builds its registry at configure time, so a bad value is a
+        usage error before collection and the report header comes first."""
+        layered = [self.devices, self.except_, self.require, self.profile]
+        found = [s.source for s in layered if s.value]
+        if self.overrides.value:
+            found.append(self.overrides.source)
+        if self.probe_timeout.source != "default":
+            found.append(self.probe_timeout.source)
+        flags = {"--devcaps-set": bool(self.capability_settings), "--devcaps-json": bool(self.json_path),
+                 "--devcaps-reprobe": self.reprobe, "--devcaps-pin-workers": self.pin_workers}
+        return found + [flag for flag, on in flags.items() if on]
 
     def registry_options(self) -> RegistryOptions:
         return RegistryOptions(
@@ -166,7 +188,22 @@ def resolve_settings(config: pytest.Config) -> DevcapsSettings:
         reprobe=bool(config.getoption("devcaps_reprobe")),
         probe_timeout=Setting(timeout_value, timeout.source),
         pin_workers=bool(config.getoption("devcaps_pin_workers")),
+        all_ranks=bool(config.getoption("devcaps_all_ranks")),
+        rank_timeout=_seconds(config.getoption("devcaps_rank_timeout"), 300.0,
+                              "--devcaps-rank-timeout"),
     )
+
+
+def _seconds(text: str | None, default: float, source: str) -> float:
+    if text in (None, ""):
+        return default
+    try:
+        value = float(str(text))
+        if value <= 0:
+            raise ValueError
+    except ValueError:
+        raise ConfigError(f"invalid {source} {text!r}: expected seconds > 0", file=source) from None
+    return value
 
 
 KNOWN_DEVICE_TYPES: Sequence[str] = ("cpu", "cuda", "xpu", "mps", "hpu", "mtia", "npu", "privateuseone")

@@ -14,7 +14,7 @@ from typing import Any, Generator
 import pytest
 
 from pytest_devcaps import markers as _markers
-from pytest_devcaps import xdist_hooks
+from pytest_devcaps import ranks, xdist_hooks
 from pytest_devcaps.errors import ConfigError, DevcapsError, did_you_mean
 from pytest_devcaps.fixtures import (  # noqa: F401  (fixtures are found by name on this module)
     devcaps,
@@ -25,10 +25,20 @@ from pytest_devcaps.fixtures import (  # noqa: F401  (fixtures are found by name
     dtype,
     item_device,
 )
-from pytest_devcaps.options import KNOWN_DEVICE_TYPES, add_options, resolve_settings
-from pytest_devcaps.state import EVALUATION_KEY, STATE_KEY, SessionState, session_state
+from pytest_devcaps.options import KNOWN_DEVICE_TYPES, DevcapsSettings, add_options, resolve_settings
+from pytest_devcaps.state import (
+    EVALUATION_KEY,
+    STATE_KEY,
+    RegistryUnavailable,
+    Selection,
+    SessionState,
+    session_state,
+)
 
-pytest_plugins = ["pytest_devcaps.plan"]  # plan mode, with its pytest_cmdline_main hook
+pytest_plugins = [
+    "pytest_devcaps.plan",  # plan mode, with its pytest_cmdline_main hook
+    "pytest_devcaps.torchrun",  # ranks of a launched world (torchrun): one run
+]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -47,28 +57,56 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", line)
     try:
         settings = resolve_settings(config)
-        from pytest_devcaps.library import install_default_registry
-        from pytest_devcaps.registry import CapabilityRegistry, build_registry, catalogue_with_hooks
+        if settings.json_path:
+            ranks.check_report_path(settings.json_path)
+    except DevcapsError as exc:
+        raise pytest.UsageError(f"pytest-devcaps: {exc}") from None
+    xdist_hooks.apply_worker_environment(config)  # before anything initialises a device here
+    state = SessionState(settings, lambda: _select(config, settings),
+                         is_worker=xdist_hooks.is_worker(config))
+    config.stash[STATE_KEY] = state
+    from pytest_devcaps.library import install_default_registry
 
-        snapshot = xdist_hooks.worker_snapshot(config)
-        if snapshot is not None:
-            catalogue, _ = catalogue_with_hooks(config.hook)
-            registry = CapabilityRegistry.from_snapshot(snapshot, catalogue)
-        else:
-            registry = build_registry(settings.registry_options(), hook=config.hook)
-        worker = xdist_hooks.worker_number(config) if settings.pin_workers else None
-        selected = select_devices(registry, settings, worker)
+    install_default_registry(state.get_registry)
+    from pytest_devcaps import torchrun  # imported (assertion-rewritten) through pytest_plugins
+
+    torchrun.receive_seed(config)
+    if settings.given() and not state.is_worker:
+        state.selection  # an option asks for devcaps: build now (usage errors, the header first)
+    _register_optional_plugins(config)
+
+
+def _select(config: pytest.Config, settings: DevcapsSettings) -> Selection:
+    """Build (or receive) the session's registry and choose its devices: on first need."""
+    from pytest_devcaps import torchrun
+    from pytest_devcaps.registry import build_registry
+
+    launch = torchrun.active(config)
+    index = launch.local_rank if launch is not None else xdist_hooks.pinned_index(config)
+    try:
+        registry = xdist_hooks.session_registry(
+            config, lambda: build_registry(settings.registry_options(), hook=config.hook))
+        selected = select_devices(registry, settings, index)
     except DevcapsError as exc:
         raise pytest.UsageError(f"pytest-devcaps: {exc}") from None
     primary = next((key for key in selected if not key.startswith("cpu")), None)
     if primary is None:
         primary = selected[0] if selected else registry.primary_device.key
-    config.stash[STATE_KEY] = SessionState(settings, registry, selected, primary,
-                                           is_worker=xdist_hooks.is_worker(config))
-    install_default_registry(registry)
-    if settings.pin_workers:
-        xdist_hooks.pin_worker(config, primary)
-    _register_optional_plugins(config)
+    if index is not None and not primary.startswith("cpu"):
+        _make_current(primary, f"rank {launch.rank}" if launch else "this xdist worker")
+    return Selection(registry, selected, primary)
+
+
+def _make_current(device: str, who: str) -> None:
+    """Make the device a rank or pinned worker owns the current one (device backends bind
+    process groups and default allocations to it)."""
+    from pytest_devcaps import runtime
+
+    try:
+        runtime.set_device(device)
+    except Exception as exc:
+        raise pytest.UsageError(f"pytest-devcaps: could not make {device} current in {who}: "
+                                f"{type(exc).__name__}: {exc}") from None
 
 
 def _register_optional_plugins(config: pytest.Config) -> None:
@@ -76,7 +114,14 @@ def _register_optional_plugins(config: pytest.Config) -> None:
 
     config.pluginmanager.register(reporting.ReportingPlugin(config), "devcaps-reporting")
     if config.pluginmanager.hasplugin("xdist"):
-        config.pluginmanager.register(xdist_hooks.XdistHooks(config), "devcaps-xdist")
+        hooks = xdist_hooks.XdistHooks(config)
+        state = session_state(config)
+        if state.settings.pin_workers and not state.is_worker and getattr(config.option, "tx", None):
+            try:
+                hooks.plans = xdist_hooks.plan_partition(config, state.registry)
+            except DevcapsError as exc:
+                raise pytest.UsageError(f"pytest-devcaps: {exc}") from None
+        config.pluginmanager.register(hooks, "devcaps-xdist")
     try:
         from pytest_devcaps.distributed import fixture as distributed_fixture
     except ImportError:
@@ -89,12 +134,13 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if STATE_KEY in config.stash:
         from pytest_devcaps.library import uninstall_default_registry
 
-        uninstall_default_registry(config.stash[STATE_KEY].registry)
+        uninstall_default_registry(config.stash[STATE_KEY].get_registry)
 
 
 def select_devices(registry: Any, settings: Any, worker: int | None = None) -> list[str]:
     """Device keys the ``device`` fixture is parametrized over: the first device of each type, or
-    in xdist worker number ``worker`` (``--devcaps-pin-workers``) device ``worker mod count``."""
+    device ``worker mod count`` where a rank or worker owns one (``LOCAL_RANK`` under torchrun;
+    the worker number in an xdist worker pinned with ``set_device``)."""
     present = registry.device_types()
     known = list(dict.fromkeys([*KNOWN_DEVICE_TYPES, *present]))
     for setting in (settings.devices, settings.except_):
@@ -126,20 +172,34 @@ def _user_parametrizes(metafunc: pytest.Metafunc, name: str) -> bool:
     return False
 
 
+DEVCAPS_MARKS = ("requires_capability", "requires_devices", "requires_memory", "dtypes")
+"""Marks whose tests need the registry (``dtypes`` for the capability of each dtype)."""
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    marks = [m for m in metafunc.definition.iter_markers() if m.name in DEVCAPS_MARKS]
+    wants_device = "device" in metafunc.fixturenames and not _user_parametrizes(metafunc, "device")
+    if not marks and not wants_device:
+        return  # this test does not use devcaps: nothing is built for it
     state = session_state(metafunc.config)
-    marks = [m for m in metafunc.definition.iter_markers()
-             if m.name in ("requires_capability", "requires_devices", "requires_memory", "dtypes")]
+    try:
+        registry = state.registry
+    except RegistryUnavailable:
+        return  # pytest_collection_modifyitems reports it, once
     problem = None
     try:
-        _markers.validate_marks(marks, state.registry)
+        _markers.validate_marks(marks, registry)
     except DevcapsError as exc:
         problem = str(exc)
     if problem is not None:  # failing outside the handler keeps the exception chain out
         pytest.fail(f"{metafunc.definition.nodeid}: {problem}", pytrace=False)
-    if "device" in metafunc.fixturenames and not _user_parametrizes(metafunc, "device"):
+    if wants_device:
         ids = [key.split(":")[0] for key in state.selected]
-        metafunc.parametrize("device", state.selected, ids=ids, indirect=True)
+        metafunc.parametrize("device", state.selected, ids=ids, indirect=True, scope="function")
+    _parametrize_dtypes(metafunc)
+
+
+def _parametrize_dtypes(metafunc: pytest.Metafunc) -> None:
     dtypes_mark = metafunc.definition.get_closest_marker("dtypes")
     if dtypes_mark is not None and "dtype" in metafunc.fixturenames:
         values = list(dtypes_mark.args)
@@ -154,6 +214,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     state = session_state(config)
+    if state.failure is not None:
+        raise RegistryUnavailable(state.failure)
     for item in items:
         marks = [m for m in item.iter_markers()
                  if m.name in ("requires_capability", "requires_devices", "requires_memory")]
@@ -200,9 +262,27 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
+HEADER_SHOWN_KEY = pytest.StashKey[bool]()
+
+
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
-    if STATE_KEY not in config.stash:
+    """The devcaps lines, before collection when the registry exists by then (an option asked
+    for it); else after collection (:func:`pytest_report_collectionfinish`), if a test built it."""
+    if STATE_KEY not in config.stash or not session_state(config).built:
         return None
+    return _header(config)
+
+
+def pytest_report_collectionfinish(config: pytest.Config) -> list[str] | None:
+    if STATE_KEY not in config.stash or config.stash.get(HEADER_SHOWN_KEY, False):
+        return None
+    if not session_state(config).built:
+        return None
+    return _header(config)
+
+
+def _header(config: pytest.Config) -> list[str]:
     from pytest_devcaps.reporting import header_lines
 
+    config.stash[HEADER_SHOWN_KEY] = True
     return header_lines(session_state(config), verbose=config.get_verbosity() > 0)

@@ -84,14 +84,30 @@ class ReportingPlugin:
         state = session_state(self.config)
         if state.is_worker or not state.settings.json_path or state.settings.profile.value:
             return  # a plan wrote its own report (plan.pytest_runtestloop)
-        write_json_report(Path(state.settings.json_path), state, list(self.tests.values()),
-                          exitstatus=int(exitstatus), mode="run")
+        path = json_report_path(state)
+        if path is not None:
+            write_json_report(path, state, list(self.tests.values()), exitstatus=int(exitstatus),
+                              mode="run")
+
+
+def json_report_path(state: SessionState) -> Path | None:
+    """``--devcaps-json`` with ``{rank}``, ``{host}``... filled in; None where this rank of a
+    launched world writes none (``ranks.report_path``)."""
+    from pytest_devcaps.ranks import launched_world, report_path
+
+    if not state.settings.json_path:
+        return None
+    path = report_path(state.settings.json_path, launched_world())
+    return None if path is None else Path(path)
 
 
 def write_json_report(path: Path, state: SessionState, tests: list[dict[str, Any]], *,
                       exitstatus: int, mode: str) -> None:
+    from pytest_devcaps.ranks import launched_world, report_fields
+
     registry = state.registry
     payload = {
+        **report_fields(launched_world()),
         "format": JSON_FORMAT,
         "mode": mode,
         "exitstatus": exitstatus,

@@ -24,6 +24,7 @@ from pytest_devcaps.registry.query import CapabilityRegistry
 from pytest_devcaps.registry.registrars import BackendRegistrar, CapabilityRegistrar
 
 if TYPE_CHECKING:
+    from pytest_devcaps.backends.base import BackendAdapter
     from pytest_devcaps.config.catalogue import Catalogue
     from pytest_devcaps.probes.base import ProbeSpec
 
@@ -99,10 +100,16 @@ def _check_settings(options: RegistryOptions, catalogue: Catalogue) -> None:
 
 def discover(hook: Any = None) -> list[DeviceIdentity]:
     """The builtin backends' devices plus those of backends added by hooks (cpu first)."""
-    from pytest_devcaps.backends import builtin_backends, discover_devices
+    from pytest_devcaps.backends import discover_devices
+
+    return discover_devices(backend_adapters(hook))
+
+
+def backend_adapters(hook: Any = None) -> list[BackendAdapter]:
+    """The builtin backend adapters plus those ``pytest_devcaps_register_backends`` adds."""
+    from pytest_devcaps.backends import builtin_backends
 
     registrar = BackendRegistrar(list(builtin_backends()))
     if hook is not None:
         hook.pytest_devcaps_register_backends(registrar=registrar)
-    return discover_devices(registrar.adapters)
-
+    return registrar.adapters

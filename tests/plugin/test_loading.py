@@ -13,8 +13,8 @@ CALLS = []
 def pytest_devcaps_register_capabilities(registrar):
     CALLS.append(1)
 
-def pytest_report_header(config):
-    return f"register_capabilities calls: {len(CALLS)}"
+def pytest_terminal_summary(terminalreporter):
+    terminalreporter.write_line(f"register_capabilities calls: {len(CALLS)}")
 """
 
 
