@@ -72,7 +72,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
     torchrun.receive_seed(config)
     if settings.given() and not state.is_worker:
-        state.selection  # an option asks for devcaps: build now (usage errors, the header first)
+        try:  # an option asks for devcaps: build now (usage errors, the header first)
+            state.selection
+        except RegistryUnavailable as exc:
+            raise pytest.UsageError(str(exc)) from None
     _register_optional_plugins(config)
 
 
@@ -215,7 +218,7 @@ def _parametrize_dtypes(metafunc: pytest.Metafunc) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     state = session_state(config)
     if state.failure is not None:
-        raise RegistryUnavailable(state.failure)
+        raise pytest.UsageError(state.failure)
     for item in items:
         marks = [m for m in item.iter_markers()
                  if m.name in ("requires_capability", "requires_devices", "requires_memory")]

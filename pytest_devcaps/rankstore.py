@@ -16,7 +16,7 @@ import itertools
 import os
 import time
 from datetime import timedelta
-from typing import Any
+from typing import Any, Iterable
 
 from pytest_devcaps.ranks import LaunchInfo
 
@@ -47,16 +47,17 @@ class RankStore:
             raise RankUnreachable("MASTER_ADDR / MASTER_PORT are not set, so the ranks cannot "
                                   "reach each other")
         timeout = timedelta(seconds=self.timeout_s)
+        tcp_store: Any = dist.TCPStore  # type: ignore[attr-defined]  # re-exported from torch._C
         try:
             if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == str(True):
-                store = dist.TCPStore(address, int(port), is_master=False, timeout=timeout,
-                                      wait_for_workers=False)
+                store = tcp_store(address, int(port), is_master=False, timeout=timeout,
+                                  wait_for_workers=False)
             else:
-                store = dist.TCPStore(address, int(port), is_master=self.info.rank == 0,
-                                      timeout=timeout, wait_for_workers=False, multi_tenant=True)
+                store = tcp_store(address, int(port), is_master=self.info.rank == 0,
+                                  timeout=timeout, wait_for_workers=False, multi_tenant=True)
         except Exception as exc:  # noqa: BLE001 - any failure to connect is the same story
             raise RankUnreachable(f"the launcher's store at {address}:{port}: {exc}") from None
-        self._store = dist.PrefixStore(self._prefix, store)
+        self._store = dist.PrefixStore(self._prefix, store)  # type: ignore[attr-defined]
         return self._store
 
     def publish(self, name: str, text: str) -> None:
@@ -74,11 +75,12 @@ class RankStore:
                                   f"{self.timeout_s:g} s (it may have died, hung, or run "
                                   f"another test session)") from None
 
-    def gather(self, name: str) -> dict[int, str | None]:
-        """Every rank's text under ``name`` (None for a rank that never published)."""
+    def gather(self, name: str, ranks: Iterable[int] | None = None) -> dict[int, str | None]:
+        """Every rank's (or each of ``ranks``') text under ``name``; None for a rank that never
+        published within the timeout."""
         found: dict[int, str | None] = {}
         deadline = time.monotonic() + self.timeout_s
-        for rank in range(self.info.world_size):
+        for rank in range(self.info.world_size) if ranks is None else ranks:
             try:
                 found[rank] = self.read(name, rank, max(0.001, deadline - time.monotonic()))
             except RankUnreachable:

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Callable
 
 import pytest
 
+from pytest_devcaps.errors import DevcapsError
+
 if TYPE_CHECKING:
     from pytest_devcaps.markers import Evaluation
     from pytest_devcaps.options import DevcapsSettings
@@ -29,8 +31,9 @@ class Selection:
     primary_device: str
 
 
-class RegistryUnavailable(pytest.UsageError):
-    """Building the session's registry failed; every later use raises the same message."""
+class RegistryUnavailable(DevcapsError):
+    """Building the session's registry failed; every later use raises the same message (the
+    plugin turns it into one usage error)."""
 
 
 class SessionState:

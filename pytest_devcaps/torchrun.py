@@ -16,6 +16,7 @@ Everything goes through the launcher's store (``rankstore``). Registered with th
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 from collections import Counter
@@ -28,7 +29,7 @@ from pytest_devcaps.ranks import LaunchInfo, host_name, launched_world
 from pytest_devcaps.rankstore import RankStore, RankUnreachable
 from pytest_devcaps.state import session_state
 
-SEED, DIGEST, IDS, RESULTS = "randomly-seed", "collected-digest", "collected", "results"
+SEED, DIGEST, IDS, RESULTS, DONE = "randomly-seed", "collected-digest", "collected", "results", "done"
 STORE_KEY = pytest.StashKey[RankStore]()
 SHOWN_IDS = 5
 
@@ -154,6 +155,7 @@ class RankSession:
         self.failures: list[dict[str, str]] = []
         self.others: dict[int, dict[str, Any]] = {}
         self.problems: list[str] = []
+        self.exitstatus = 0
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         try:
@@ -172,23 +174,38 @@ class RankSession:
         elif report.when == "call" or (report.when == "setup" and report.skipped):
             self.counts[report.outcome] += 1
 
+    @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        payload = {"host": host_name(), "exitstatus": int(exitstatus),
-                   "counts": dict(self.counts), "failures": self.failures}
+        """Rank 0 waits for every other rank's results here, before its terminal summary."""
+        self.exitstatus = int(exitstatus)
+        if self.info.rank != 0:
+            return
         try:
-            self.store.publish(RESULTS, json.dumps(payload))
-            if self.info.rank == 0:
-                self._gather()
+            self._gather()
         except RankUnreachable as exc:
             self.problems.append(str(exc))
         others_failed = any(r.get("failures") or r.get("exitstatus") for r in self.others.values())
-        if self.info.rank == 0 and (others_failed or self.problems) and session.exitstatus == 0:
+        if (others_failed or self.problems) and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        """Other ranks publish their results last, once their own reports are written. The
+        launcher stops every rank as soon as one exits with an error, so no rank may leave
+        before rank 0 has said everything: rank 0 says it is done at interpreter exit (after
+        pytest printed its last line), the others wait for that before they exit."""
+        if self.info.rank == 0:
+            atexit.register(_say_done, self.store)
+            return
+        payload = {"host": host_name(), "exitstatus": self.exitstatus,
+                   "counts": dict(self.counts), "failures": self.failures}
+        try:
+            self.store.publish(RESULTS, json.dumps(payload))
+        except RankUnreachable:
+            return  # rank 0 reports this rank as silent
+        atexit.register(_wait_done, self.store)
+
     def _gather(self) -> None:
-        for rank, text in self.store.gather(RESULTS).items():
-            if rank == 0:
-                continue
+        for rank, text in self.store.gather(RESULTS, range(1, self.info.world_size)).items():
             if text is None:
                 self.problems.append(f"rank {rank} did not report its results within "
                                      f"{self.store.timeout_s:g} s (--devcaps-rank-timeout)")
@@ -209,6 +226,20 @@ class RankSession:
                                       f"{failure['message']}", red=True)
         for problem in self.problems:
             terminalreporter.line(problem, red=True)
+
+
+def _say_done(store: RankStore) -> None:
+    try:
+        store.publish(DONE, "done")
+    except RankUnreachable:
+        pass
+
+
+def _wait_done(store: RankStore) -> None:
+    try:
+        store.read(DONE, 0)
+    except RankUnreachable:
+        pass  # rank 0 is gone or stuck: leave anyway
 
 
 def _message(report: pytest.TestReport) -> str:

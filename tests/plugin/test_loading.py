@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import textwrap
+
 import pytest
+from _acme import acme_conftest
 
 COUNT_CONFTEST = """
 import pytest
@@ -75,29 +78,10 @@ def test_misspelled_hook_argument_is_a_validation_error(pytester: pytest.Pyteste
 
 
 def test_out_of_tree_backend_and_adjust_hook(pytester: pytest.Pytester) -> None:
-    pytester.makeconftest(
+    pytester.makeconftest(acme_conftest(count=2) + textwrap.dedent(
         """
         import dataclasses
-        import pytest
-        import torch
-        from pytest_devcaps import DeviceIdentity, Level
-
-        torch.utils.rename_privateuse1_backend("acme")
-
-        class AcmeBackend:
-            type = "acme"
-            visible_devices_variable = "ACME_VISIBLE_DEVICES"
-
-            def is_available(self):
-                return True
-
-            def discover(self):
-                return [DeviceIdentity(type="acme", index=0, vendor="acme", name="Acme N1",
-                                       arch="n1", count=2, facts={"generation": 1})]
-
-        @pytest.hookimpl(optionalhook=True)
-        def pytest_devcaps_register_backends(registrar):
-            registrar.add(AcmeBackend())
+        from pytest_devcaps import Level
 
         @pytest.hookimpl(optionalhook=True)
         def pytest_devcaps_register_capabilities(registrar):
@@ -113,7 +97,7 @@ def test_out_of_tree_backend_and_adjust_hook(pytester: pytest.Pytester) -> None:
                                         source="hook:conftest")
                     for r in records if r.capability == "dtype.bf16"]
         """
-    )
+    ))
     pytester.makepyfile(
         """
         import pytest
@@ -136,3 +120,38 @@ def test_out_of_tree_backend_and_adjust_hook(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=2, skipped=1)
     result.stdout.fnmatch_lines(["*test_rule?acme? PASSED*",
                                  "*requires dtype.bf16 on acme:0: unsupported (hook:conftest: lab says no)*"])
+
+
+def test_autoloaded_plugin_imports_no_torch_for_a_torch_free_suite(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    pytester.makepyfile(
+        """
+        import sys
+
+        def test_free():
+            assert "torch" not in sys.modules
+            assert "pytest_devcaps.plugin" in sys.modules  # loaded, just not used
+        """
+    )
+    result = pytester.runpytest_subprocess("-v")
+    result.assert_outcomes(passed=1)
+    result.stdout.no_fnmatch_line("devcaps:*")
+
+
+def test_registry_error_found_at_first_use_is_one_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        """
+        import pytest
+
+        @pytest.hookimpl(optionalhook=True)
+        def pytest_devcaps_register_capabilities(registrar):
+            registrar.probe("dtype.bf61", lambda device: None)
+        """
+    )
+    pytester.makepyfile(test_a="def test_a(device): pass", test_b="def test_b(device): pass")
+    result = pytester.runpytest_subprocess()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.startswith("ERROR:")]
+    assert len(errors) == 1 and "unknown capability 'dtype.bf61'" in errors[0], result.stderr.str()
+    assert "did you mean 'dtype.bf16'" in errors[0]

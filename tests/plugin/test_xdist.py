@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from _acme import acme_conftest
+
 pytest.importorskip("xdist")
 
 COUNTING_CONFTEST = """
@@ -119,39 +121,6 @@ def test_torch_free_suite_under_xdist_builds_nothing(pytester: pytest.Pytester, 
     result.stdout.no_fnmatch_line("devcaps:*")
 
 
-ACME_CONFTEST = """
-import os
-import types
-
-import pytest
-import torch
-from pytest_devcaps import DeviceIdentity
-
-torch.utils.rename_privateuse1_backend("acme")
-# A stand-in device module: records which device a worker made current.
-torch.acme = types.SimpleNamespace(
-    is_available=lambda: False,  # the generic PrivateUse1 adapter leaves it to AcmeBackend
-    set_device=lambda index: open(os.environ["PIN_LOG"], "a").write(
-        f"{os.environ.get('PYTEST_XDIST_WORKER')} set_device {index}\\n"),
-)
-
-
-class AcmeBackend:
-    type = "acme"
-    visible_devices_variable = VARIABLE
-
-    def is_available(self):
-        return True
-
-    def discover(self):
-        return [DeviceIdentity(type="acme", index=0, vendor="acme", name="Acme N1", arch="n1", count=4)]
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_devcaps_register_backends(registrar):
-    registrar.add(AcmeBackend())
-"""
-
 WHERE_TEST = """
 import os
 import subprocess
@@ -173,7 +142,7 @@ def _pinned_run(pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.M
                 variable: str | None) -> tuple[pytest.RunResult, set[str]]:
     log = tmp_path / "pin.log"
     monkeypatch.setenv("PIN_LOG", str(log))
-    pytester.makeconftest(ACME_CONFTEST.replace("VARIABLE", repr(variable)))
+    pytester.makeconftest(acme_conftest(count=4, variable=variable))
     pytester.makepyfile(WHERE_TEST)
     result = pytester.runpytest_subprocess("-n", "2", "--dist", "each", "--devcaps-pin-workers",
                                            "--devcaps-devices=acme", "--devcaps-probe-timeout=20")
