@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pytest_devcaps.model import CapabilityRecord, DeviceIdentity, Level, ProbeOutcome
 from pytest_devcaps.version import __version__
 
 if TYPE_CHECKING:
+    from pytest_devcaps.model import CapabilityRecord, DeviceIdentity, Level, ProbeOutcome
     from pytest_devcaps.registry import CapabilityRegistry, DeviceCapabilities
 
 __all__ = [
@@ -39,6 +39,11 @@ def pytest_addhooks(pluginmanager: Any) -> None:
 
 
 def __getattr__(name: str) -> Any:
+    """The public names, imported on first use: the plugin is autoloaded into every session."""
+    if name in ("CapabilityRecord", "DeviceIdentity", "Level", "ProbeOutcome"):
+        from pytest_devcaps import model
+
+        return getattr(model, name)
     if name in ("CapabilityRegistry", "DeviceCapabilities"):
         from pytest_devcaps import registry
 

@@ -30,13 +30,30 @@ def item_device(item: pytest.Item) -> str:
 
 
 @pytest.fixture
-def device(request: pytest.FixtureRequest) -> torch.device:
+def device() -> torch.device:
     """The ``torch.device`` this test instance runs on; tests are instantiated once per selected
     device type (ids ``[cpu]``, ``[cuda]``...). Select with ``--devcaps-devices`` / ``--devcaps-except``."""
+    raise AssertionError("pytest-devcaps: the device fixture is set up by the plugin's "
+                         "pytest_fixture_setup (is pytest_devcaps.plugin registered?)")
+
+
+def device_value(request: pytest.FixtureRequest) -> torch.device:
+    """What the ``device`` fixture gives ``request``: its parameter, else the primary device.
+
+    The plugin's ``pytest_fixture_setup`` calls this instead of the fixture function, so the
+    fixture needs no ``request`` argument: pytest builds a fixture definition for ``request``
+    each time a fixture asks for it (three times per test), the largest part of what a
+    parametrized ``device`` used to cost per test."""
     import torch
 
     key = getattr(request, "param", None) or session_state(request.config).primary_device
     return torch.device(key)
+
+
+def is_device_fixture(function: object) -> bool:
+    """Whether ``function`` is this module's ``device`` fixture (not a user's override)."""
+    return getattr(function, "__module__", None) == __name__ and \
+        getattr(function, "__name__", None) == "device"
 
 
 @pytest.fixture

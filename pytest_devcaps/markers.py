@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any, Iterable, Literal, Sequence
 import pytest
 
 from pytest_devcaps.errors import MarkerError
-from pytest_devcaps.model import DeviceIdentity, Level
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the model is imported where a test first needs it
+    from pytest_devcaps.model import DeviceIdentity
     from pytest_devcaps.registry import CapabilityRegistry
 
 MARKER_LINES = (
@@ -102,7 +102,8 @@ def validate_marks(marks: Iterable[pytest.Mark], registry: CapabilityRegistry) -
                 parse_size(mark.kwargs["per_allocation"])
 
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)?\s*$", re.IGNORECASE)
+_SIZE = r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)?\s*$"
+"""Compiled on first use (``re`` caches it): the plugin imports this module in every session."""
 _UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 
@@ -111,7 +112,7 @@ def parse_size(value: Any) -> int:
     """``"24GiB"`` -> bytes; ints are bytes already."""
     if isinstance(value, int) and value > 0:
         return value
-    match = _SIZE.match(str(value)) if isinstance(value, str) else None
+    match = re.match(_SIZE, str(value), re.IGNORECASE) if isinstance(value, str) else None
     if not match:
         raise MarkerError("requires_memory",
                           f"takes a size like '24GiB' or a byte count, got {value!r}")
@@ -128,6 +129,8 @@ def _format_size(size: int) -> str:
 def evaluate(marks: Sequence[pytest.Mark], registry: CapabilityRegistry, device: str,
              dtype: Any = None) -> Evaluation:
     """Evaluate the devcaps markers of one test against ``device`` (and its ``dtype`` parameter)."""
+    from pytest_devcaps.model import Level
+
     identity = registry.identity(device)
     required: list[str] = []
     missing: list[Missing] = []

@@ -9,12 +9,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import pytest
 
 from pytest_devcaps.errors import ConfigError
-from pytest_devcaps.registry import CapabilitySetting, RegistryOptions
+
+if TYPE_CHECKING:  # imported where used: a session that sets nothing never needs them
+    from pytest_devcaps.registry.options import CapabilitySetting, RegistryOptions
 
 ENV_DEVICES = "PYTEST_DEVCAPS_DEVICES"
 ENV_EXCEPT = "PYTEST_DEVCAPS_EXCEPT"
@@ -102,6 +104,8 @@ class DevcapsSettings:
         return found + [flag for flag, on in flags.items() if on]
 
     def registry_options(self) -> RegistryOptions:
+        from pytest_devcaps.registry.options import RegistryOptions
+
         return RegistryOptions(
             overrides=tuple(str(p) for p in self.overrides.value),
             settings=self.capability_settings,
@@ -175,8 +179,7 @@ def resolve_settings(config: pytest.Config) -> DevcapsSettings:
             raise ConfigError(f"invalid probe timeout {timeout.value!r}: expected seconds > 0",
                               file=timeout.source) from None
 
-    settings = tuple(CapabilitySetting.parse(text, source="--devcaps-set")
-                     for text in config.getoption("devcaps_set"))
+    settings = _capability_settings(config.getoption("devcaps_set"))
     return DevcapsSettings(
         devices=Setting(_split(devices.value or ""), devices.source),
         except_=Setting(_split(except_.value or ""), except_.source),
@@ -192,6 +195,14 @@ def resolve_settings(config: pytest.Config) -> DevcapsSettings:
         rank_timeout=_seconds(config.getoption("devcaps_rank_timeout"), 300.0,
                               "--devcaps-rank-timeout"),
     )
+
+
+def _capability_settings(texts: list[str]) -> tuple[CapabilitySetting, ...]:
+    if not texts:
+        return ()
+    from pytest_devcaps.registry.options import CapabilitySetting
+
+    return tuple(CapabilitySetting.parse(text, source="--devcaps-set") for text in texts)
 
 
 def _seconds(text: str | None, default: float, source: str) -> float:

@@ -8,13 +8,14 @@ The fixtures are in ``fixtures``, reports in ``reporting``, plan mode (``--devca
 
 from __future__ import annotations
 
+import os
 import warnings
 from typing import Any, Generator
 
 import pytest
 
 from pytest_devcaps import markers as _markers
-from pytest_devcaps import ranks, xdist_hooks
+from pytest_devcaps import xdist_hooks
 from pytest_devcaps.errors import ConfigError, DevcapsError, did_you_mean
 from pytest_devcaps.fixtures import (  # noqa: F401  (fixtures are found by name on this module)
     devcaps,
@@ -22,7 +23,9 @@ from pytest_devcaps.fixtures import (  # noqa: F401  (fixtures are found by name
     device_runtime,
     device_type,
     dist_backend,
+    device_value,
     dtype,
+    is_device_fixture,
     item_device,
 )
 from pytest_devcaps.options import KNOWN_DEVICE_TYPES, DevcapsSettings, add_options, resolve_settings
@@ -35,9 +38,15 @@ from pytest_devcaps.state import (
     session_state,
 )
 
+def _launched() -> bool:
+    """RANK and WORLD_SIZE are set: a launcher (torchrun) started this session as one rank."""
+    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
+
+
 pytest_plugins = [
     "pytest_devcaps.plan",  # plan mode, with its pytest_cmdline_main hook
-    "pytest_devcaps.torchrun",  # ranks of a launched world (torchrun): one run
+    # ranks of a launched world (torchrun) run as one; only imported under a launcher
+    *(["pytest_devcaps.torchrun"] if _launched() else []),
 ]
 
 
@@ -58,7 +67,9 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         settings = resolve_settings(config)
         if settings.json_path:
-            ranks.check_report_path(settings.json_path)
+            from pytest_devcaps.ranks import check_report_path
+
+            check_report_path(settings.json_path)
     except DevcapsError as exc:
         raise pytest.UsageError(f"pytest-devcaps: {exc}") from None
     xdist_hooks.apply_worker_environment(config)  # before anything initialises a device here
@@ -68,9 +79,10 @@ def pytest_configure(config: pytest.Config) -> None:
     from pytest_devcaps.library import install_default_registry
 
     install_default_registry(state.get_registry)
-    from pytest_devcaps import torchrun  # imported (assertion-rewritten) through pytest_plugins
+    if _launched():
+        from pytest_devcaps import torchrun  # registered through pytest_plugins
 
-    torchrun.receive_seed(config)
+        torchrun.receive_seed(config)
     if settings.given() and not state.is_worker:
         try:  # an option asks for devcaps: build now (usage errors, the header first)
             state.selection
@@ -81,10 +93,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _select(config: pytest.Config, settings: DevcapsSettings) -> Selection:
     """Build (or receive) the session's registry and choose its devices: on first need."""
-    from pytest_devcaps import torchrun
     from pytest_devcaps.registry import build_registry
 
-    launch = torchrun.active(config)
+    launch = None
+    if _launched():
+        from pytest_devcaps import torchrun
+
+        launch = torchrun.active(config)
     index = launch.local_rank if launch is not None else xdist_hooks.pinned_index(config)
     try:
         registry = xdist_hooks.session_registry(
@@ -232,6 +247,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.user_properties.append(("devcaps_device", evaluation.device))
         if evaluation.required:
             item.user_properties.append(("devcaps_requires", ",".join(evaluation.required)))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest) -> Any:
+    """Set up our ``device`` fixture from its parameter without the fixture function (see
+    ``fixtures.device_value``); caches the value or the error as pytest's own setup does
+    (``_pytest/fixtures.py`` ``pytest_fixture_setup``)."""
+    if fixturedef.argname != "device" or not is_device_fixture(fixturedef.func):
+        return None
+    key = fixturedef.cache_key(request)  # type: ignore[arg-type]
+    try:
+        value = device_value(request)
+    except Exception as exc:
+        fixturedef.cached_result = (None, key, (exc, exc.__traceback__))
+        raise
+    fixturedef.cached_result = (value, key, None)
+    return value
 
 
 @pytest.hookimpl(tryfirst=True)

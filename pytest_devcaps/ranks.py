@@ -10,8 +10,6 @@ them imports nothing: every pytest session asks.
 from __future__ import annotations
 
 import os
-import socket
-import string
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -19,6 +17,10 @@ from pytest_devcaps.errors import ConfigError, did_you_mean
 
 PLACEHOLDERS = ("rank", "host", "local_rank", "world_size")
 """What ``--devcaps-json`` may contain in braces: ``report-{host}-{rank}.json``."""
+
+
+class RankUnreachable(RuntimeError):
+    """The launcher's store could not be reached, or a rank did not publish in time."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,8 @@ def launched_world(environ: Mapping[str, str] | None = None) -> LaunchInfo | Non
 
 
 def host_name() -> str:
+    import socket
+
     return socket.gethostname()
 
 
@@ -63,6 +67,8 @@ def report_fields(info: LaunchInfo | None) -> dict[str, Any]:
 
 def check_report_path(template: str) -> None:
     """Raise :class:`ConfigError` for a placeholder ``--devcaps-json`` does not know."""
+    import string
+
     try:
         fields = [field for _, field, _, _ in string.Formatter().parse(template) if field is not None]
     except ValueError as exc:

@@ -15,17 +15,12 @@ from __future__ import annotations
 import itertools
 import os
 import time
-from datetime import timedelta
 from typing import Any, Iterable
 
-from pytest_devcaps.ranks import LaunchInfo
+from pytest_devcaps.ranks import LaunchInfo, RankUnreachable
 
 _SESSIONS = itertools.count()
 """Sessions of one process (pytest.main run twice): every rank counts them alike."""
-
-
-class RankUnreachable(RuntimeError):
-    """The store could not be reached, or a rank did not publish in time."""
 
 
 class RankStore:
@@ -41,6 +36,8 @@ class RankStore:
         if self._store is not None:
             return self._store
         import torch.distributed as dist
+
+        from datetime import timedelta
 
         address, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
         if not address or not port or not port.isdigit():
@@ -65,6 +62,8 @@ class RankStore:
 
     def read(self, name: str, rank: int, timeout_s: float | None = None) -> str:
         """Rank ``rank``'s text under ``name``, waiting for it up to the timeout."""
+        from datetime import timedelta
+
         store = self._connect()
         key = f"{name}/{rank}"
         try:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from pathlib import Path
@@ -10,14 +9,19 @@ from typing import Any
 
 import pytest
 
-from pytest_devcaps.files import write_atomic
 from pytest_devcaps.state import SessionState, session_state
-from pytest_devcaps.table import capability_table, compact_levels, describe_identity, describe_origin
 
 JSON_FORMAT = 1
 
 
 def header_lines(state: SessionState, *, verbose: bool) -> list[str]:
+    from pytest_devcaps.table import (
+        capability_table,
+        compact_levels,
+        describe_identity,
+        describe_origin,
+    )
+
     registry = state.registry
     lines = [f"devcaps: {len(registry.devices)} device(s), {describe_origin(registry.meta)}; "
              f"device tests run on: {', '.join(state.selected) or 'none'}"]
@@ -52,8 +56,12 @@ class ReportingPlugin:
         self.config = config
         self.tests: dict[str, dict[str, Any]] = {}
         self.started = time.time()
+        self.keep_tests = bool(session_state(config).settings.json_path)
+        """Per-test outcomes are kept only for a JSON report (a cost per test otherwise)."""
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if not self.keep_tests:
+            return
         data = report.__dict__.get("devcaps")
         entry = self.tests.setdefault(report.nodeid, {"nodeid": report.nodeid, "outcome": None})
         if isinstance(data, dict):
@@ -103,6 +111,9 @@ def json_report_path(state: SessionState) -> Path | None:
 
 def write_json_report(path: Path, state: SessionState, tests: list[dict[str, Any]], *,
                       exitstatus: int, mode: str) -> None:
+    import json
+
+    from pytest_devcaps.files import write_atomic
     from pytest_devcaps.ranks import launched_world, report_fields
 
     registry = state.registry

@@ -20,17 +20,19 @@ import atexit
 import hashlib
 import json
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_devcaps.errors import DevcapsError
-from pytest_devcaps.ranks import LaunchInfo, host_name, launched_world
-from pytest_devcaps.rankstore import RankStore, RankUnreachable
+from pytest_devcaps.ranks import LaunchInfo, RankUnreachable, host_name, launched_world
 from pytest_devcaps.state import session_state
 
+if TYPE_CHECKING:  # imported by the ranks of a launched world only
+    from pytest_devcaps.rankstore import RankStore
+
 SEED, DIGEST, IDS, RESULTS, DONE = "randomly-seed", "collected-digest", "collected", "results", "done"
-STORE_KEY = pytest.StashKey[RankStore]()
+STORE_KEY = pytest.StashKey["RankStore"]()
 SHOWN_IDS = 5
 
 
@@ -50,6 +52,8 @@ def active(config: pytest.Config) -> LaunchInfo | None:
 
 def _store(config: pytest.Config, info: LaunchInfo) -> RankStore:
     if STORE_KEY not in config.stash:
+        from pytest_devcaps.rankstore import RankStore
+
         config.stash[STORE_KEY] = RankStore(info, session_state(config).settings.rank_timeout)
     return config.stash[STORE_KEY]
 

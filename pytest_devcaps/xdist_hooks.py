@@ -17,10 +17,7 @@ The registry is built once per session, and only when the session needs it:
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
@@ -50,6 +47,9 @@ class XdistHooks:
         self._header_shown = False
 
     def shared_dir(self) -> Path:
+        import shutil
+        import tempfile
+
         if self.shared is None:
             self.shared = Path(tempfile.mkdtemp(prefix="devcaps-xdist-"))
             self.config.add_cleanup(lambda: shutil.rmtree(str(self.shared), ignore_errors=True))
@@ -142,6 +142,8 @@ def session_registry(config: pytest.Config,
         shared = getattr(hooks, "shared", None)
     if shared is None:
         return build()
+    import json
+
     with _locked(shared / "lock"):
         published = shared / SNAPSHOT_FILE
         if published.exists():
