@@ -11,7 +11,8 @@ import argparse
 import sys
 from typing import Sequence
 
-from pytest_devcaps.errors import DevcapsError
+from pytest_devcaps.errors import ConfigError, DevcapsError
+from pytest_devcaps.registry.options import DEFAULT_PROBE_TIMEOUT, check_probe_timeout
 
 EXIT_USAGE = 2
 
@@ -24,7 +25,16 @@ def _add_registry_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", metavar="NAME|FILE",
                         help="evaluate the vendor rules against a device profile instead of probing")
     parser.add_argument("--reprobe", action="store_true", help="ignore the probe cache")
-    parser.add_argument("--probe-timeout", type=float, default=10.0, metavar="SECONDS")
+    parser.add_argument("--probe-timeout", type=_seconds, default=DEFAULT_PROBE_TIMEOUT,
+                        metavar="SECONDS", help="seconds one probe may take (above 0, at most a day)")
+
+
+def _seconds(text: str) -> float:
+    """argparse type for timeouts: argparse turns the error into its usage message, exit 2."""
+    try:
+        return check_probe_timeout(text, source="--probe-timeout")
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="with several devices, also print each device's reasons")
     probe.add_argument("--device", action="append", default=[], metavar="D",
                        help="only these devices or device types (repeatable)")
+    probe.add_argument("--explain", metavar="CAP",
+                       help="how CAP's answer was reached: the rule that fired (with the fact "
+                            "values), the probe, the layers that replaced it, the source")
     _add_registry_arguments(probe)
     commands.add_parser("profiles", help="list the shipped device profiles")
     lint = commands.add_parser("lint", help="report hardcoded device checks (CUDA availability calls, "
@@ -66,6 +79,11 @@ def command_probe(args: argparse.Namespace) -> int:
         reprobe=args.reprobe,
         probe_timeout=args.probe_timeout,
     )
+    if args.explain:
+        from pytest_devcaps.explain import show_explanation
+
+        show_explanation(options, args.explain, args.device)
+        return 0
     show_registry(options, args.device, as_json=args.json, verbose=args.verbose)
     return 0
 

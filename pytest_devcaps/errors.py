@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import difflib
+import reprlib
 from typing import Iterable
+
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = _SHORT.maxother = _SHORT.maxlong = 60
 
 
 def closest(name: str, candidates: Iterable[str], *, cutoff: float = 0.6) -> str | None:
@@ -16,6 +20,15 @@ def did_you_mean(name: str, candidates: Iterable[str], *, cutoff: float = 0.6) -
     """`` (did you mean 'x'?)`` or an empty string."""
     match = closest(name, candidates, cutoff=cutoff)
     return f" (did you mean {match!r}?)" if match else ""
+
+
+def short_repr(value: object) -> str:
+    """``repr(value)`` cut to about 60 characters, for error messages quoting user input (a
+    400-digit size, a huge list); never raises (ints past Python's 4300-digit ``str`` limit too)."""
+    try:
+        return _SHORT.repr(value)
+    except Exception:
+        return f"<{type(value).__name__} too large to show>"
 
 
 class DevcapsError(Exception):
@@ -67,6 +80,15 @@ class UnknownDeviceError(DevcapsError, LookupError):
         listed = ", ".join(self.known) or "none"
         return f"no device {self.device!r} in this registry; devices: {listed}" \
                f"{did_you_mean(self.device, self.known)}"
+
+
+class DevcapsWarning(UserWarning):
+    """A problem pytest-devcaps worked around (a backend whose discovery raised, ...).
+
+    Inside a pytest session the plugin issues these through pytest
+    (:class:`pytest_devcaps.configwarnings.DevcapsConfigWarning`), so ``-W`` and
+    ``filterwarnings`` apply and they appear in the warnings summary.
+    """
 
 
 class MarkerError(DevcapsError):

@@ -31,3 +31,22 @@ def write_atomic_bytes(path: Path, data: bytes) -> None:
         except OSError:
             pass
         raise
+
+
+def replace_refusal(path: Path) -> str | None:
+    """Why an atomic write must not replace ``path``, or None when it may.
+
+    The rename replaces whatever ``path`` names, so only a regular file (or nothing) may be
+    there: not a directory, a device node (``/dev/null``: as root the rename would replace it),
+    a FIFO or a socket. A parent that exists but is not a directory is refused too.
+    Callers check early (options, command line) so a user gets a usage error, not a traceback.
+    """
+    if os.path.lexists(path) and not path.is_file():
+        kind = "a directory" if path.is_dir() else "not a regular file"
+        return f"{str(path)!r} exists and is {kind}; give the path of a regular file to write"
+    for parent in path.parents:
+        if os.path.lexists(parent):
+            if not parent.is_dir():
+                return f"{str(parent)!r} is not a directory, so {str(path)!r} cannot be written"
+            break
+    return None

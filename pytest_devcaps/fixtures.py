@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_devcaps.errors import UnknownDeviceError
+from pytest_devcaps.require import skip_unless_required
 from pytest_devcaps.state import session_state
 
 if TYPE_CHECKING:
@@ -97,7 +98,8 @@ def dist_backend(device: torch.device, request: pytest.FixtureRequest) -> str:
     if capability in registry.catalogue:
         record = registry.record(capability, str(device))
         if not record.available:
-            pytest.skip(f"requires {capability} on {device}: {record.describe()}")
+            skip_unless_required(request.config, [capability],
+                                 f"requires {capability} on {device}: {record.describe()}")
     return backend
 
 

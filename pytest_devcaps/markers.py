@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Literal, Sequence
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Literal, Mapping, Sequence
 
 import pytest
 
-from pytest_devcaps.errors import MarkerError
+from pytest_devcaps.errors import MarkerError, UnknownCapabilityError, did_you_mean, short_repr
+from pytest_devcaps.model import DeviceIdentity, Level
 
-if TYPE_CHECKING:  # the model is imported where a test first needs it
-    from pytest_devcaps.model import DeviceIdentity
+if TYPE_CHECKING:
     from pytest_devcaps.registry import CapabilityRegistry
 
 MARKER_LINES = (
@@ -46,10 +48,22 @@ class Missing:
     found: str
     source: str
     reason: str
+    alternatives: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict[str, str]:
-        return {"kind": self.kind, "requirement": self.key, "device": self.device,
-                "found": self.found, "source": self.source, "reason": self.reason}
+    @property
+    def capabilities(self) -> tuple[str, ...]:
+        """The capabilities this requirement names: its own, or an ``any_of``'s alternatives
+        (what ``--devcaps-require`` matches against); none for device counts and sizes."""
+        if self.kind in ("capability", "dtype"):
+            return (self.key,)
+        return self.alternatives
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"kind": self.kind, "requirement": self.key, "device": self.device,
+                                "found": self.found, "source": self.source, "reason": self.reason}
+        if self.alternatives:
+            data["alternatives"] = list(self.alternatives)
+        return data
 
 
 @dataclass(frozen=True)
@@ -71,52 +85,181 @@ class Evaluation:
 
 def _capability_names(mark: pytest.Mark) -> list[str]:
     names: list[str] = []
-    for arg in mark.args:
-        if isinstance(arg, str):
-            names.append(arg)
-        elif isinstance(arg, (list, tuple)):
-            names.extend(arg)
-        else:
-            raise MarkerError("requires_capability", f"takes capability names, got {arg!r}")
+    for index, arg in enumerate(mark.args, 1):
+        items = list(arg) if isinstance(arg, (list, tuple)) else [arg]
+        if not items or not all(isinstance(item, str) and item for item in items):
+            raise _bad(mark.name, f"argument {index}", "must be a capability name or a list of them",
+                       arg)
+        names.extend(items)
     return names
 
 
-def validate_marks(marks: Iterable[pytest.Mark], registry: CapabilityRegistry) -> None:
-    """Raise on unknown capability names or bad marker arguments (fails collection)."""
+def dtype_values(mark: pytest.Mark) -> list[Any]:
+    """The dtypes of a ``dtypes`` mark: ``dtypes(a, b)`` or ``dtypes([a, b])``."""
+    values = list(mark.args)
+    if len(values) == 1 and isinstance(values[0], (list, tuple)):
+        values = list(values[0])
+    return values
+
+
+# -- argument validation: one Signature per marker -----------------------------------------
+
+@dataclass(frozen=True)
+class MarkContext:
+    """What validation consults: the registry (capability names) and the fixtures the test
+    requests (None where unknown, as for unittest classes)."""
+
+    registry: CapabilityRegistry
+    fixturenames: Collection[str] | None = None
+
+
+ArgsCheck = Callable[[pytest.Mark, MarkContext], None]
+KeywordCheck = Callable[[str, str, Any, MarkContext], None]  # (marker, keyword, value, context)
+
+
+@dataclass(frozen=True)
+class Signature:
+    """What one marker takes: a check of its positional arguments, one check per keyword
+    argument (any other keyword is an error) and the fixture it parametrizes, if any."""
+
+    args: ArgsCheck
+    keywords: Mapping[str, KeywordCheck]
+    fixture: str | None = None
+
+
+def _bad(marker: str, argument: str, expected: str, value: Any, hint: str = "") -> MarkerError:
+    return MarkerError(marker, f"{argument} {expected}, got {short_repr(value)}{hint}")
+
+
+def _known(marker: str, argument: str, name: str, context: MarkContext) -> None:
+    try:
+        context.registry.check_name(name)
+    except UnknownCapabilityError as exc:
+        raise MarkerError(marker, f"{argument}: {exc}") from None
+
+
+def _one(mark: pytest.Mark, what: str) -> Any:
+    if len(mark.args) != 1:
+        raise MarkerError(mark.name, f"takes one {what}, got {len(mark.args)} positional arguments")
+    return mark.args[0]
+
+
+def _capability_args(mark: pytest.Mark, context: MarkContext) -> None:
+    names = _capability_names(mark)
+    if not names and not mark.kwargs.get("any_of"):
+        raise MarkerError(mark.name, "needs at least one capability name (or any_of=[...])")
+    for index, name in enumerate(names, 1):
+        _known(mark.name, f"argument {index}", name, context)
+
+
+def _any_of(marker: str, keyword: str, value: Any, context: MarkContext) -> None:
+    if value is None:
+        return
+    if isinstance(value, str):  # iterating it would ask for capabilities 'd', 't', 'y' ...
+        raise _bad(marker, f"{keyword}=", "must be a list of capability names", value,
+                   f" (write {keyword}=[{short_repr(value)}])")
+    if not isinstance(value, (list, tuple)) or not value or \
+            not all(isinstance(name, str) and name for name in value):
+        raise _bad(marker, f"{keyword}=", "must be a non-empty list of capability names", value)
+    for name in value:
+        _known(marker, f"{keyword}=", name, context)
+
+
+def _flag(marker: str, keyword: str, value: Any, context: MarkContext) -> None:
+    if not isinstance(value, bool):  # "no" is truthy: it would mean True
+        raise _bad(marker, f"{keyword}=", "must be True or False", value)
+
+
+def _device_count(mark: pytest.Mark, context: MarkContext) -> None:
+    count = _one(mark, "device count")
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise _bad(mark.name, "count", "must be a positive int", count)
+
+
+def _memory_size(mark: pytest.Mark, context: MarkContext) -> None:
+    parse_size(_one(mark, "size"), marker=mark.name, argument="size")
+
+
+def _size_keyword(marker: str, keyword: str, value: Any, context: MarkContext) -> None:
+    if value is not None:
+        parse_size(value, marker=marker, argument=f"{keyword}=")
+
+
+def _dtype_args(mark: pytest.Mark, context: MarkContext) -> None:
+    values = dtype_values(mark)
+    if not values:
+        raise MarkerError(mark.name, "needs at least one torch.dtype")
+    torch = sys.modules.get("torch")  # a torch.dtype argument means torch is imported already
+    for index, value in enumerate(values, 1):
+        if torch is None or not isinstance(value, torch.dtype):
+            raise _bad(mark.name, f"argument {index}", "must be a torch.dtype", value,
+                       _dtype_hint(value))
+
+
+def _dtype_hint(value: Any) -> str:
+    if not isinstance(value, str) or not value.isidentifier():
+        return ""
+    import torch
+
+    return f" (write torch.{value})" if isinstance(getattr(torch, value, None), torch.dtype) else ""
+
+
+SIGNATURES: dict[str, Signature] = {
+    "requires_capability": Signature(_capability_args, {"any_of": _any_of, "native": _flag}),
+    "requires_devices": Signature(_device_count, {}),
+    "requires_memory": Signature(_memory_size, {"per_allocation": _size_keyword}),
+    "dtypes": Signature(_dtype_args, {}, fixture="dtype"),
+}
+"""Every devcaps marker and what it takes; evaluation may assume a mark that passed."""
+
+
+def validate_marks(marks: Iterable[pytest.Mark], registry: CapabilityRegistry,
+                   fixturenames: Collection[str] | None = None) -> None:
+    """Raise :class:`MarkerError` naming the marker and argument for anything a mark does not
+    take: unknown capability names, keywords, types or sizes (fails collection). With
+    ``fixturenames`` (for a test's own marks), a mark that parametrizes a fixture the test does
+    not request is an error too."""
+    context = MarkContext(registry, fixturenames)
     for mark in marks:
-        if mark.name == "requires_capability":
-            unknown = set(mark.kwargs) - {"any_of", "native"}
-            if unknown:
-                raise MarkerError("requires_capability", f"unexpected keyword(s) {sorted(unknown)}; "
-                                  "expected any_of=, native=")
-            for name in _capability_names(mark) + list(mark.kwargs.get("any_of") or ()):
-                registry.check_name(name)
-            if not _capability_names(mark) and not mark.kwargs.get("any_of"):
-                raise MarkerError("requires_capability", "needs at least one capability name")
-        elif mark.name == "requires_devices":
-            if len(mark.args) != 1 or not isinstance(mark.args[0], int) or mark.args[0] < 1:
-                raise MarkerError("requires_devices", f"takes one positive int, got {mark.args!r}")
-        elif mark.name == "requires_memory":
-            parse_size(mark.args[0] if mark.args else None)
-            if mark.kwargs.get("per_allocation") is not None:
-                parse_size(mark.kwargs["per_allocation"])
+        signature = SIGNATURES.get(mark.name)
+        if signature is None:
+            continue
+        for keyword in mark.kwargs:
+            if keyword not in signature.keywords:
+                takes = ", ".join(f"{k}=" for k in signature.keywords) or "no keyword arguments"
+                raise MarkerError(mark.name, f"unexpected keyword argument {keyword!r}"
+                                  f"{did_you_mean(keyword, signature.keywords)}; it takes {takes}")
+        signature.args(mark, context)
+        for keyword, value in mark.kwargs.items():
+            signature.keywords[keyword](mark.name, keyword, value, context)
+        if signature.fixture and fixturenames is not None and signature.fixture not in fixturenames:
+            raise MarkerError(mark.name, f"the test takes no {signature.fixture!r} argument, so "
+                              f"the mark would parametrize nothing: add a {signature.fixture!r} "
+                              "argument or remove the mark")
 
 
-_SIZE = r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)?\s*$"
-"""Compiled on first use (``re`` caches it): the plugin imports this module in every session."""
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)?\s*$", re.IGNORECASE)
 _UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+MAX_SIZE = 2**64
+"""The largest size a marker may ask for: a 64-bit address space (16 EiB)."""
 
 
-def parse_size(value: Any) -> int:
-    """``"24GiB"`` -> bytes; ints are bytes already."""
-    if isinstance(value, int) and value > 0:
-        return value
-    match = re.match(_SIZE, str(value), re.IGNORECASE) if isinstance(value, str) else None
-    if not match:
-        raise MarkerError("requires_memory",
-                          f"takes a size like '24GiB' or a byte count, got {value!r}")
-    return int(float(match.group(1)) * _UNITS[(match.group(2) or "B").lower()])
+def parse_size(value: Any, *, marker: str = "requires_memory", argument: str = "size") -> int:
+    """``"24GiB"`` -> bytes; ints are bytes already. Anything else, zero, or more than
+    :data:`MAX_SIZE` is a :class:`MarkerError` naming ``marker`` and ``argument``."""
+    size = 0
+    if isinstance(value, int) and not isinstance(value, bool):
+        size = value
+    elif isinstance(value, str) and (match := _SIZE.match(value)):
+        # Decimal, not float: '9' * 400 + 'TiB' must be "too large", not inf or OverflowError.
+        size = int(Decimal(match.group(1)) * _UNITS[(match.group(2) or "B").lower()])
+    else:
+        raise _bad(marker, argument, "must be a size like '24GiB' or a positive int of bytes", value)
+    if not 0 < size <= MAX_SIZE:
+        raise _bad(marker, argument, "must be more than 0 bytes and at most 16EiB "
+                   "(a 64-bit address space)", value)
+    return size
 
 
 def _format_size(size: int) -> str:
@@ -129,8 +272,6 @@ def _format_size(size: int) -> str:
 def evaluate(marks: Sequence[pytest.Mark], registry: CapabilityRegistry, device: str,
              dtype: Any = None) -> Evaluation:
     """Evaluate the devcaps markers of one test against ``device`` (and its ``dtype`` parameter)."""
-    from pytest_devcaps.model import Level
-
     identity = registry.identity(device)
     required: list[str] = []
     missing: list[Missing] = []
@@ -140,6 +281,8 @@ def evaluate(marks: Sequence[pytest.Mark], registry: CapabilityRegistry, device:
         ok = record.level is Level.NATIVE if native else record.level.available
         if not ok:
             what = f"native {capability}" if native else capability
+            if record.capability != capability:  # an alias: say which capability answered
+                what, capability = f"{what} (alias of {record.capability})", record.capability
             missing.append(Missing(kind, capability, identity.key, record.level.value,
                                    record.source,
                                    f"requires {what} on {identity.key}: {record.describe()}"))
@@ -165,7 +308,7 @@ def evaluate(marks: Sequence[pytest.Mark], registry: CapabilityRegistry, device:
                     missing.append(Missing("any_of", "any_of(" + ",".join(alternatives) + ")",
                                            identity.key, "none available", "marker",
                                            f"requires any of {', '.join(alternatives)} on "
-                                           f"{identity.key}: {detail}"))
+                                           f"{identity.key}: {detail}", tuple(alternatives)))
         elif mark.name == "requires_devices":
             wanted = int(mark.args[0])
             required.append(f"devices>={wanted}")

@@ -9,14 +9,19 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 import pytest
 
 from pytest_devcaps.errors import ConfigError
-
-if TYPE_CHECKING:  # imported where used: a session that sets nothing never needs them
-    from pytest_devcaps.registry.options import CapabilitySetting, RegistryOptions
+from pytest_devcaps.files import replace_refusal
+from pytest_devcaps.registry import CapabilitySetting, RegistryOptions
+from pytest_devcaps.registry.options import (
+    DEFAULT_PROBE_TIMEOUT,
+    MAX_PROBE_TIMEOUT,
+    check_probe_timeout,
+    parse_seconds,
+)
 
 ENV_DEVICES = "PYTEST_DEVCAPS_DEVICES"
 ENV_EXCEPT = "PYTEST_DEVCAPS_EXCEPT"
@@ -24,12 +29,16 @@ ENV_OVERRIDES = "PYTEST_DEVCAPS_OVERRIDES"
 ENV_PROFILE = "PYTEST_DEVCAPS_PROFILE"
 ENV_REQUIRE = "PYTEST_DEVCAPS_REQUIRE"
 ENV_PROBE_TIMEOUT = "PYTEST_DEVCAPS_PROBE_TIMEOUT"
+DEFAULT_RANK_TIMEOUT = 300.0
+"""Seconds the ranks of a launched world wait for each other (collection, results)."""
 
-DEVICES_HELP = "comma-separated device types to run device tests on (default: every type present)"
+DEVICES_HELP = ("comma-separated device types to run device tests on, each present here "
+                "(default: every type present)")
 EXCEPT_HELP = "comma-separated device types to leave out"
 OVERRIDES_HELP = "capability override YAML file (repeatable; later files win)"
 PROFILE_HELP = "plan against a device profile (shipped name or YAML file) instead of running"
-REQUIRE_HELP = "comma-separated capabilities this runner must have: their skips become failures"
+REQUIRE_HELP = ("comma-separated capabilities this runner must have: a test skipped for one "
+                "is an error instead")
 TIMEOUT_HELP = "seconds one empirical probe may take before it counts as unknown"
 
 
@@ -87,7 +96,7 @@ class DevcapsSettings:
     probe_timeout: Setting
     pin_workers: bool
     all_ranks: bool = False
-    rank_timeout: float = 300.0
+    rank_timeout: float = 300.0  # DEFAULT_RANK_TIMEOUT
 
     def given(self) -> list[str]:
         """Where each devcaps setting that is not a default came from (empty for a session that
@@ -135,6 +144,33 @@ def _split(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
+def _names(setting: Setting) -> Setting:
+    """A comma-separated list, duplicates dropped (``cpu,cpu`` would run every test twice);
+    a value that names nothing (``,``) is an error, not "no restriction"."""
+    names = tuple(dict.fromkeys(_split(setting.value or "")))
+    if setting.value and not names:
+        raise ConfigError(f"{setting.value!r} names nothing", file=setting.source)
+    return Setting(names, setting.source)
+
+
+def _json_path(text: str | None) -> str | None:
+    """``--devcaps-json``, checked now: at the end of the run it would be too late to say."""
+    if text is None:
+        return None
+    if not text.strip():
+        raise ConfigError("needs a file path", file="--devcaps-json")
+    refusal = replace_refusal(Path(text))
+    if refusal:
+        raise ConfigError(refusal, file="--devcaps-json")
+    return text
+
+
+def _rank_timeout(text: str | None) -> float:
+    if text in (None, ""):
+        return DEFAULT_RANK_TIMEOUT
+    return parse_seconds(text, "--devcaps-rank-timeout", maximum=MAX_PROBE_TIMEOUT)
+
+
 def _layered(config: pytest.Config, option: str, env: str, ini: str) -> Setting:
     cli = config.getoption(option)
     if cli:
@@ -167,54 +203,28 @@ def resolve_settings(config: pytest.Config) -> DevcapsSettings:
                             f"ini option devcaps_overrides in {config.inipath}")
     for path in overrides.value:
         if not Path(path).is_file():
-            raise ConfigError(f"override file {str(path)!r} does not exist", file=overrides.source)
+            state = "is not a regular file" if Path(path).exists() else "does not exist"
+            raise ConfigError(f"override file {str(path)!r} {state}", file=overrides.source)
 
-    timeout_value = 10.0
+    settings = tuple(CapabilitySetting.parse(text, source="--devcaps-set")
+                     for text in config.getoption("devcaps_set"))
+    timeout_value = DEFAULT_PROBE_TIMEOUT
     if timeout.value not in (None, ""):
-        try:
-            timeout_value = float(timeout.value)
-            if timeout_value <= 0:
-                raise ValueError
-        except ValueError:
-            raise ConfigError(f"invalid probe timeout {timeout.value!r}: expected seconds > 0",
-                              file=timeout.source) from None
-
-    settings = _capability_settings(config.getoption("devcaps_set"))
+        timeout_value = check_probe_timeout(timeout.value, source=timeout.source)
     return DevcapsSettings(
-        devices=Setting(_split(devices.value or ""), devices.source),
-        except_=Setting(_split(except_.value or ""), except_.source),
+        devices=_names(devices),
+        except_=_names(except_),
         overrides=overrides,
         profile=profile,
-        require=Setting(_split(require.value or ""), require.source),
+        require=_names(require),
         capability_settings=settings,
-        json_path=config.getoption("devcaps_json"),
+        json_path=_json_path(config.getoption("devcaps_json")),
         reprobe=bool(config.getoption("devcaps_reprobe")),
         probe_timeout=Setting(timeout_value, timeout.source),
         pin_workers=bool(config.getoption("devcaps_pin_workers")),
         all_ranks=bool(config.getoption("devcaps_all_ranks")),
-        rank_timeout=_seconds(config.getoption("devcaps_rank_timeout"), 300.0,
-                              "--devcaps-rank-timeout"),
+        rank_timeout=_rank_timeout(config.getoption("devcaps_rank_timeout")),
     )
-
-
-def _capability_settings(texts: list[str]) -> tuple[CapabilitySetting, ...]:
-    if not texts:
-        return ()
-    from pytest_devcaps.registry.options import CapabilitySetting
-
-    return tuple(CapabilitySetting.parse(text, source="--devcaps-set") for text in texts)
-
-
-def _seconds(text: str | None, default: float, source: str) -> float:
-    if text in (None, ""):
-        return default
-    try:
-        value = float(str(text))
-        if value <= 0:
-            raise ValueError
-    except ValueError:
-        raise ConfigError(f"invalid {source} {text!r}: expected seconds > 0", file=source) from None
-    return value
 
 
 KNOWN_DEVICE_TYPES: Sequence[str] = ("cpu", "cuda", "xpu", "mps", "hpu", "mtia", "npu", "privateuseone")

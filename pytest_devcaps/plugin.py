@@ -1,6 +1,6 @@
-"""pytest entry point (``pytest11: devcaps``): options, the session's registry and devices at
-configure time, ``device`` / ``dtype`` parametrization, capability marks evaluated at collection
-and turned into skips (or ``--devcaps-require`` failures) at setup.
+"""pytest entry point (``pytest11: devcaps``): options, the session's registry and devices on
+first need (``state``), ``device`` / ``dtype`` parametrization, capability marks evaluated at
+collection and turned into skips (or ``--devcaps-require`` failures) at setup.
 
 The fixtures are in ``fixtures``, reports in ``reporting``, plan mode (``--devcaps-profile``) in
 ``plan``, the xdist controller/worker handshake in ``xdist_hooks``. Importing it imports no torch.
@@ -9,26 +9,26 @@ The fixtures are in ``fixtures``, reports in ``reporting``, plan mode (``--devca
 from __future__ import annotations
 
 import os
-import warnings
-from typing import Any, Generator
+from typing import TYPE_CHECKING, Any, Generator, Sequence
 
 import pytest
 
+from pytest_devcaps import configwarnings, xdist_hooks
 from pytest_devcaps import markers as _markers
-from pytest_devcaps import xdist_hooks
 from pytest_devcaps.errors import ConfigError, DevcapsError, did_you_mean
 from pytest_devcaps.fixtures import (  # noqa: F401  (fixtures are found by name on this module)
     devcaps,
     device,
     device_runtime,
     device_type,
-    dist_backend,
     device_value,
+    dist_backend,
     dtype,
     is_device_fixture,
     item_device,
 )
 from pytest_devcaps.options import KNOWN_DEVICE_TYPES, DevcapsSettings, add_options, resolve_settings
+from pytest_devcaps.require import check_required, skip_unless_required
 from pytest_devcaps.state import (
     EVALUATION_KEY,
     STATE_KEY,
@@ -37,6 +37,9 @@ from pytest_devcaps.state import (
     SessionState,
     session_state,
 )
+
+if TYPE_CHECKING:
+    from pytest_devcaps.registry import CapabilityRegistry
 
 def _launched() -> bool:
     """RANK and WORLD_SIZE are set: a launcher (torchrun) started this session as one rank."""
@@ -93,8 +96,6 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _select(config: pytest.Config, settings: DevcapsSettings) -> Selection:
     """Build (or receive) the session's registry and choose its devices: on first need."""
-    from pytest_devcaps.registry import build_registry
-
     launch = None
     if _launched():
         from pytest_devcaps import torchrun
@@ -102,8 +103,8 @@ def _select(config: pytest.Config, settings: DevcapsSettings) -> Selection:
         launch = torchrun.active(config)
     index = launch.local_rank if launch is not None else xdist_hooks.pinned_index(config)
     try:
-        registry = xdist_hooks.session_registry(
-            config, lambda: build_registry(settings.registry_options(), hook=config.hook))
+        registry = xdist_hooks.session_registry(config, lambda: _build(config, settings))
+        check_required(settings.require, registry.catalogue)
         selected = select_devices(registry, settings, index)
     except DevcapsError as exc:
         raise pytest.UsageError(f"pytest-devcaps: {exc}") from None
@@ -113,6 +114,13 @@ def _select(config: pytest.Config, settings: DevcapsSettings) -> Selection:
     if index is not None and not primary.startswith("cpu"):
         _make_current(primary, f"rank {launch.rank}" if launch else "this xdist worker")
     return Selection(registry, selected, primary)
+
+
+def _build(config: pytest.Config, settings: DevcapsSettings) -> CapabilityRegistry:
+    from pytest_devcaps.registry import build_registry
+
+    with configwarnings.reissued(config):  # warnings go through pytest (configwarnings)
+        return build_registry(settings.registry_options(), hook=config.hook)
 
 
 def _make_current(device: str, who: str) -> None:
@@ -158,19 +166,20 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def select_devices(registry: Any, settings: Any, worker: int | None = None) -> list[str]:
     """Device keys the ``device`` fixture is parametrized over: the first device of each type, or
     device ``worker mod count`` where a rank or worker owns one (``LOCAL_RANK`` under torchrun;
-    the worker number in an xdist worker pinned with ``set_device``)."""
+    the worker number in an xdist worker pinned with ``set_device``).
+
+    A type named in ``--devcaps-devices`` must be present (naming it says the run expects it;
+    leaving the option unset means every type present), and the selection must not be empty:
+    either would leave device tests with an empty parameter set, skipped as "got empty
+    parameter set" and exit 0.
+    """
     present = registry.device_types()
-    known = list(dict.fromkeys([*KNOWN_DEVICE_TYPES, *present]))
-    for setting in (settings.devices, settings.except_):
-        for name in setting.value:
-            if name not in known:
-                raise ConfigError(f"unknown device type {name!r}{did_you_mean(name, known)}; "
-                                  f"present here: {', '.join(present)}", file=setting.source)
-            if name not in present and setting is settings.devices:
-                warnings.warn(f"pytest-devcaps: device type {name!r} from {setting.source} is not "
-                              f"present on this machine (present: {', '.join(present)})", stacklevel=1)
+    _check_device_types(settings, present)
     wanted = [t for t in (settings.devices.value or present) if t in present]
     chosen = [t for t in wanted if t not in settings.except_.value]
+    if not chosen:
+        raise ConfigError(f"no device type left to run device tests on (present: "
+                          f"{', '.join(present)})", file=settings.except_.source)
     keys: list[str] = []
     for type_ in chosen:
         identity = registry.identity(type_)
@@ -179,6 +188,19 @@ def select_devices(registry: Any, settings: Any, worker: int | None = None) -> l
         else:
             keys.append(identity.key)
     return keys
+
+
+def _check_device_types(settings: Any, present: list[str]) -> None:
+    known = list(dict.fromkeys([*KNOWN_DEVICE_TYPES, *present]))
+    for setting in (settings.devices, settings.except_):
+        for name in setting.value:
+            if name not in known:
+                raise ConfigError(f"unknown device type {name!r}{did_you_mean(name, known)}; "
+                                  f"present here: {', '.join(present)}", file=setting.source)
+            if name not in present and setting is settings.devices:
+                raise ConfigError(f"device type {name!r} is not present on this machine (present: "
+                                  f"{', '.join(present)}); leave the option unset to run on every "
+                                  "type present", file=setting.source)
 
 
 def _user_parametrizes(metafunc: pytest.Metafunc, name: str) -> bool:
@@ -190,14 +212,21 @@ def _user_parametrizes(metafunc: pytest.Metafunc, name: str) -> bool:
     return False
 
 
-DEVCAPS_MARKS = ("requires_capability", "requires_devices", "requires_memory", "dtypes")
-"""Marks whose tests need the registry (``dtypes`` for the capability of each dtype)."""
+def _devcaps_marks(node: pytest.Item) -> list[pytest.Mark]:
+    return [m for m in node.iter_markers() if m.name in _markers.SIGNATURES]
+
+
+def _validate_marks(node: pytest.Item, registry: Any, fixturenames: Sequence[str] | None) -> None:
+    """Check the devcaps marks ``node`` sees; the test's own marks must also have the fixture
+    they parametrize (a module's ``pytestmark = dtypes(...)`` serves only its dtype tests)."""
+    own = [m for m in node.own_markers if m.name in _markers.SIGNATURES]
+    _markers.validate_marks([m for m in _devcaps_marks(node) if m not in own], registry)
+    _markers.validate_marks(own, registry, fixturenames)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    marks = [m for m in metafunc.definition.iter_markers() if m.name in DEVCAPS_MARKS]
     wants_device = "device" in metafunc.fixturenames and not _user_parametrizes(metafunc, "device")
-    if not marks and not wants_device:
+    if not wants_device and not _devcaps_marks(metafunc.definition):
         return  # this test does not use devcaps: nothing is built for it
     state = session_state(metafunc.config)
     try:
@@ -206,28 +235,24 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return  # pytest_collection_modifyitems reports it, once
     problem = None
     try:
-        _markers.validate_marks(marks, registry)
+        _validate_marks(metafunc.definition, registry, metafunc.fixturenames)
     except DevcapsError as exc:
         problem = str(exc)
     if problem is not None:  # failing outside the handler keeps the exception chain out
         pytest.fail(f"{metafunc.definition.nodeid}: {problem}", pytrace=False)
     if wants_device:
         ids = [key.split(":")[0] for key in state.selected]
-        metafunc.parametrize("device", state.selected, ids=ids, indirect=True, scope="function")
-    _parametrize_dtypes(metafunc)
-
-
-def _parametrize_dtypes(metafunc: pytest.Metafunc) -> None:
+        metafunc.parametrize("device", state.selected, ids=ids, indirect=True)
     dtypes_mark = metafunc.definition.get_closest_marker("dtypes")
     if dtypes_mark is not None and "dtype" in metafunc.fixturenames:
-        values = list(dtypes_mark.args)
-        if len(values) == 1 and isinstance(values[0], (list, tuple)):
-            values = list(values[0])
-        if not values:
-            pytest.fail(f"{metafunc.definition.nodeid}: dtypes() needs at least one dtype",
-                        pytrace=False)
+        values = _markers.dtype_values(dtypes_mark)
         metafunc.parametrize("dtype", values, ids=[_markers.dtype_name(v) for v in values],
                              indirect=True)
+
+
+MARK_PROBLEM_KEY = pytest.StashKey[str]()
+"""Why a test's devcaps marks are wrong, for tests collected without ``pytest_generate_tests``
+(unittest classes): they cannot fail collection, so they error at setup instead."""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -235,9 +260,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if state.failure is not None:
         raise pytest.UsageError(state.failure)
     for item in items:
-        marks = [m for m in item.iter_markers()
-                 if m.name in ("requires_capability", "requires_devices", "requires_memory")]
+        marks = _devcaps_marks(item)
         callspec = getattr(item, "callspec", None)
+        if not marks and (callspec is None or not {"device", "dtype"} & set(callspec.params)):
+            continue  # this test does not use devcaps (and builds nothing)
+        try:
+            _validate_marks(item, state.registry, getattr(item, "fixturenames", None))
+        except DevcapsError as exc:
+            item.stash[MARK_PROBLEM_KEY] = str(exc)
+            continue
+        marks = [m for m in marks if m.name != "dtypes"]
         uses_device = callspec is not None and "device" in callspec.params
         dtype_param = callspec.params.get("dtype") if callspec is not None else None
         if not marks and not uses_device and dtype_param is None:
@@ -268,16 +300,12 @@ def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.Fix
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    if MARK_PROBLEM_KEY in item.stash:
+        pytest.fail(item.stash[MARK_PROBLEM_KEY], pytrace=False)
     evaluation = item.stash.get(EVALUATION_KEY, None)
     if evaluation is None or not evaluation.skip:
         return
-    required = set(session_state(item.config).settings.require.value)
-    enforced = [m for m in evaluation.missing if m.key in required]
-    if enforced:
-        names = ", ".join(sorted({m.key for m in enforced}))
-        pytest.fail(f"{names} required on this runner (--devcaps-require) but: {evaluation.reason}",
-                    pytrace=False)
-    pytest.skip(evaluation.reason)
+    skip_unless_required(item.config, evaluation.missing, evaluation.reason)
 
 
 @pytest.hookimpl(wrapper=True)

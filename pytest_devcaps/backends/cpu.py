@@ -16,6 +16,7 @@ _CPUINFO_FLAGS: Mapping[str, str] = {
     "avx2": "avx2", "avx512f": "avx512", "avx512_bf16": "avx512_bf16",
     "avx512_fp16": "avx512_fp16", "amx_bf16": "amx_bf16", "amx_int8": "amx_int8",
     "amx_fp16": "amx_fp16", "asimd": "neon", "sve": "sve",
+    "asimdhp": "arm_fp16", "bf16": "arm_bf16",  # Arm FEAT_FP16 / FEAT_BF16 (Features line)
 }
 #: The same from ``torch.cpu.get_capabilities()`` (torch >= 2.10).
 _TORCH_CAPABILITIES: Mapping[str, str] = {
@@ -24,7 +25,7 @@ _TORCH_CAPABILITIES: Mapping[str, str] = {
     "amx_fp16": "amx_fp16",
 }
 _ISA_ORDER = ("avx2", "avx512", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_int8",
-              "amx_fp16", "neon", "sve")
+              "amx_fp16", "neon", "sve", "arm_fp16", "arm_bf16")
 
 
 def parse_cpuinfo(text: str) -> tuple[str | None, set[str]]:

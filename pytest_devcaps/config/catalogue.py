@@ -8,14 +8,17 @@ Schema::
         description: bfloat16 arithmetic
         dtypes: [bfloat16]              # optional: torch dtypes this capability gates
         implies: [dtype.fp16]           # optional: capabilities this one needs (enforced)
+        aliases: [dtype.bfloat16]       # optional: other names (PyTorch's) that resolve to this one
     vendors:
       nvidia:                           # DeviceIdentity.vendor, or "*" for every vendor
         dtype.bf16:
           - when: "compute_capability >= 8.0"     # optional; a rule expression over facts
             level: native
             reason: "bf16 tensor cores need sm_80+; found {arch}"
+            source: "torch/testing/_internal/common_cuda.py evaluate_platform_supports_bf16"
           - level: emulated
             reason: "..."
+            source: "..."                 # where the rule comes from (required in the shipped file)
 """
 
 from __future__ import annotations
@@ -61,14 +64,16 @@ class CapabilitySpec:
     """One declared capability.
 
     ``dtypes`` are the torch dtype names (``bfloat16``) this capability gates; ``implies`` the
-    capabilities it needs, which the registry enforces. Whether a probe measures it is not said
-    here: a capability is probed when a probe is registered under its name.
+    capabilities it needs, which the registry enforces; ``aliases`` other names (PyTorch's
+    capability names) that markers and lookups resolve to this one. Whether a probe measures it
+    is not said here: a capability is probed when a probe is registered under its name.
     """
 
     name: str
     description: str
     implies: tuple[str, ...] = ()
     dtypes: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -83,7 +88,8 @@ class RuleVerdict:
 class VendorRule:
     """One vendor rule: when ``when`` holds (or always, without it), the answer is ``level``.
 
-    ``reason`` is a template: ``{fact}`` is replaced by that fact's value.
+    ``reason`` is a template: ``{fact}`` is replaced by that fact's value; ``source`` says
+    where the rule comes from (the PyTorch file and function it mirrors, or a vendor document).
     """
 
     level: Level
@@ -91,6 +97,7 @@ class VendorRule:
     when: Expression | None = None
     file: str | None = None
     line: int | None = None
+    source: str | None = None
 
     def matches(self, facts: Mapping[str, Any]) -> bool:
         return self.when is None or self.when.evaluate(facts)
@@ -151,11 +158,16 @@ class Catalogue:
         return name in self.capabilities
 
     def check_name(self, name: str) -> CapabilitySpec:
-        """The spec of ``name``; raises UnknownCapabilityError with the closest valid name."""
+        """The spec of ``name`` or of the capability it is an alias of; raises
+        UnknownCapabilityError with the closest valid name (aliases included)."""
         try:
-            return self.capabilities[name]
+            return self.capabilities[self.aliases().get(name, name)]
         except (KeyError, TypeError):
-            raise UnknownCapabilityError(str(name), self.capabilities) from None
+            raise UnknownCapabilityError(str(name), [*self.capabilities, *self.aliases()]) from None
+
+    def aliases(self) -> Mapping[str, str]:
+        """Every alias and the capability it resolves to (``dtype.fp8`` -> ``mm.scaled``)."""
+        return {alias: spec.name for spec in self.capabilities.values() for alias in spec.aliases}
 
     def capability_for_dtype(self, dtype_name: str) -> str | None:
         """The capability gating torch dtype ``dtype_name`` (``bfloat16``), None when none does."""
@@ -210,6 +222,7 @@ class Catalogue:
             _check_implies(spec.name, spec.implies, capabilities, Where("<hook>", None, spec.name))
         _check_implication_cycles(capabilities, lambda name: Where("<hook>", None, name))
         _check_dtypes(capabilities, lambda name: Where("<hook>", None, name))
+        _check_aliases(capabilities, lambda name: Where("<hook>", None, name))
 
         triples = _rule_triples(rules)
         merged = {vendor: dict(by_cap) for vendor, by_cap in self.rules.items()}
@@ -246,9 +259,10 @@ def _rule_triples(rules: RulesInput) -> list[tuple[str, str, VendorRule]]:
 def _describe_additions(specs: Sequence[CapabilitySpec],
                         triples: Sequence[tuple[str, str, VendorRule]]) -> str:
     payload = {
-        "capabilities": [[s.name, s.description, list(s.implies), list(s.dtypes)] for s in specs],
+        "capabilities": [[s.name, s.description, list(s.implies), list(s.dtypes), list(s.aliases)]
+                         for s in specs],
         "rules": [[vendor, cap, rule.level.value, rule.reason,
-                   None if rule.when is None else rule.when.text]
+                   None if rule.when is None else rule.when.text, rule.source]
                   for vendor, cap, rule in triples],
     }
     return json.dumps(payload, sort_keys=True)
@@ -264,11 +278,17 @@ def classify(catalogue: Catalogue, identity: DeviceIdentity) -> dict[str, RuleVe
     vendor = str(identity.vendor).lower()
     verdicts: dict[str, RuleVerdict] = {}
     for capability in catalogue.capabilities:
-        for rule in catalogue.rules_for(vendor, capability):
-            if rule.matches(facts):
-                verdicts[capability] = rule.verdict(facts)
-                break
+        rule = first_matching_rule(catalogue, vendor, capability, facts)
+        if rule is not None:
+            verdicts[capability] = rule.verdict(facts)
     return verdicts
+
+
+def first_matching_rule(catalogue: Catalogue, vendor: str, capability: str,
+                        facts: Mapping[str, Any]) -> VendorRule | None:
+    """The rule :func:`classify` uses for one capability: the first whose ``when`` holds."""
+    return next((rule for rule in catalogue.rules_for(vendor, capability) if rule.matches(facts)),
+                None)
 
 
 # --- parsing -----------------------------------------------------------------------------
@@ -297,25 +317,38 @@ def parse_verdict(value: Any, where: Where, default_reason: str) -> RuleVerdict:
 
 
 def capability_key(name: Any, where: Where, known: Mapping[str, Any]) -> str:
-    """A capability name used as a key: valid form and declared in the catalogue."""
+    """A capability name used as a key: valid form and declared in the catalogue (an alias is
+    refused naming the capability it stands for: keys take the capability's own name)."""
     if name not in known:
         check_capability_name(name, where)
-        raise where.error(f"unknown capability {name!r}{did_you_mean(str(name), known)}")
+        raise where.error(alias_or_unknown(str(name), known))
     return str(name)
+
+
+def alias_or_unknown(name: str, known: Mapping[str, Any]) -> str:
+    """Why ``name`` is not a capability: an alias of one (say which), or unknown (closest name)."""
+    owner = next((spec.name for spec in known.values()
+                  if name in getattr(spec, "aliases", ())), None)
+    if owner is not None:
+        return f"{name!r} is an alias of {owner!r}; use the capability's own name {owner!r} here"
+    return f"unknown capability {name!r}{did_you_mean(name, known)}"
 
 
 def _parse_capability(name: Any, body: Any, where: Where) -> CapabilitySpec:
     check_capability_name(name, where)
     expect_mapping(body, where)
-    check_keys(body, where, allowed={"description", "implies", "dtypes"},
+    check_keys(body, where, allowed={"description", "implies", "dtypes", "aliases"},
                required={"description"})
     description = expect_str(body["description"], where.child(body, "description"))
     implies = _name_list(body, "implies", where)
     dtypes = _name_list(body, "dtypes", where)
     for dtype in dtypes:
         check_identifier(dtype, where.child(body, "dtypes"), "torch dtype name")
+    aliases = _name_list(body, "aliases", where)
+    for alias in aliases:
+        check_capability_name(alias, where.child(body, "aliases"))
     return CapabilitySpec(name=name, description=description.strip(), implies=implies,
-                          dtypes=dtypes)
+                          dtypes=dtypes, aliases=aliases)
 
 
 def _name_list(body: Mapping[str, Any], key: str, where: Where) -> tuple[str, ...]:
@@ -339,6 +372,22 @@ def _check_dtypes(capabilities: Mapping[str, CapabilitySpec],
                     f"dtype {dtype!r} is already gated by {owner[dtype]!r}; a dtype belongs to "
                     "one capability at most")
             owner[dtype] = spec.name
+
+
+def _check_aliases(capabilities: Mapping[str, CapabilitySpec],
+                   where_of: Callable[[str], Where]) -> None:
+    """An alias names one capability and is not itself a capability name."""
+    owner: dict[str, str] = {}
+    for spec in capabilities.values():
+        for alias in spec.aliases:
+            if alias in capabilities:
+                raise where_of(spec.name).error(
+                    f"alias {alias!r} is the name of a declared capability; an alias must be "
+                    "another name")
+            if owner.setdefault(alias, spec.name) != spec.name:
+                raise where_of(spec.name).error(
+                    f"alias {alias!r} already resolves to {owner[alias]!r}; an alias names one "
+                    "capability")
 
 
 def _check_implication_cycles(capabilities: Mapping[str, CapabilitySpec],
@@ -371,7 +420,8 @@ def _check_implies(name: str, implies: Sequence[str], known: Mapping[str, Any],
                               f"{did_you_mean(target, known)}")
 
 
-def _parse_rules(rules_body: Any, where: Where) -> tuple[VendorRule, ...]:
+def _parse_rules(rules_body: Any, where: Where, *,
+                 require_source: bool = False) -> tuple[VendorRule, ...]:
     expect_list(rules_body, where)
     if not rules_body:
         raise where.error("expected at least one rule")
@@ -380,8 +430,8 @@ def _parse_rules(rules_body: Any, where: Where) -> tuple[VendorRule, ...]:
     for index, rule in enumerate(rules_body):
         rule_where = where.child(rules_body, index)
         expect_mapping(rule, rule_where)
-        check_keys(rule, rule_where, allowed={"when", "level", "reason"},
-                   required={"level", "reason"})
+        check_keys(rule, rule_where, allowed={"when", "level", "reason", "source"},
+                   required={"level", "reason", "source"} if require_source else {"level", "reason"})
         if unconditional_line is not None:
             raise rule_where.error(f"rule can never apply: the rule on line {unconditional_line} "
                                    "has no 'when' and always matches first")
@@ -398,13 +448,21 @@ def _parse_rules(rules_body: Any, where: Where) -> tuple[VendorRule, ...]:
             unconditional_line = rule_where.line
         level = parse_level(rule["level"], rule_where.child(rule, "level"))
         reason = expect_str(rule["reason"], rule_where.child(rule, "reason")).strip()
+        source = None
+        if "source" in rule:
+            source = " ".join(expect_str(rule["source"], rule_where.child(rule, "source")).split())
         parsed.append(VendorRule(level=level, reason=reason, when=when, file=where.file,
-                                 line=rule_where.line))
+                                 line=rule_where.line, source=source))
     return tuple(parsed)
 
 
-def parse_catalogue(document: Any, source: str, raw: bytes) -> Catalogue:
-    """Validate a parsed catalogue document and build the Catalogue."""
+def parse_catalogue(document: Any, source: str, raw: bytes, *,
+                    require_sources: bool = False) -> Catalogue:
+    """Validate a parsed catalogue document and build the Catalogue.
+
+    ``require_sources``: every vendor rule must say where it comes from (``source:``), as the
+    shipped catalogue's rules do.
+    """
     check_document(document, source, body_keys={"capabilities", "vendors"},
                    required={"capabilities"})
     top = Where(source, line_of(document), "")
@@ -420,6 +478,7 @@ def parse_catalogue(document: Any, source: str, raw: bytes) -> Catalogue:
         wheres[name] = where
     _check_implication_cycles(capabilities, wheres.__getitem__)
     _check_dtypes(capabilities, wheres.__getitem__)
+    _check_aliases(capabilities, wheres.__getitem__)
 
     rules: dict[str, dict[str, tuple[VendorRule, ...]]] = {}
     if document.get("vendors") is not None:
@@ -439,7 +498,8 @@ def parse_catalogue(document: Any, source: str, raw: bytes) -> Catalogue:
             vendor_rules = rules.setdefault(vendor, {})
             for capability, rules_body, cap_where in items(by_cap, vendor_where):
                 capability_key(capability, cap_where, capabilities)
-                vendor_rules[capability] = _parse_rules(rules_body, cap_where)
+                vendor_rules[capability] = _parse_rules(rules_body, cap_where,
+                                                        require_source=require_sources)
 
     return Catalogue(capabilities=FrozenMap(capabilities), rules=_freeze_rules(rules),
                      source=source, digest=hashlib.sha256(raw).hexdigest())
@@ -459,7 +519,7 @@ def _shipped_catalogue(path: Path, mtime_ns: int) -> Catalogue:
     return _parsed_with_disk_cache(path)
 
 
-_PICKLE_FORMAT = 3  # bump when the pickled classes change shape
+_PICKLE_FORMAT = 4  # bump when the pickled classes change shape
 
 
 def _loads_without_gc(data: bytes) -> Any:
@@ -493,7 +553,7 @@ def _parsed_with_disk_cache(path: Path) -> Catalogue:
             return catalogue
     except Exception:  # absent, torn, or from another version: parse again
         pass
-    catalogue = parse_catalogue(*read_yaml_file(path))
+    catalogue = parse_catalogue(*read_yaml_file(path), require_sources=True)
     try:
         write_atomic_bytes(cached, pickle.dumps(catalogue))
     except OSError:

@@ -19,7 +19,7 @@ from pytest_devcaps.registry.layers import (
     RuleLayer,
     merge,
 )
-from pytest_devcaps.registry.options import RegistryOptions
+from pytest_devcaps.registry.options import RegistryOptions, check_setting_devices
 from pytest_devcaps.registry.query import CapabilityRegistry
 from pytest_devcaps.registry.registrars import BackendRegistrar, CapabilityRegistrar
 
@@ -55,6 +55,7 @@ def build_registry(options: RegistryOptions = RegistryOptions(), hook: Any = Non
         results = probe_devices(identities, catalogue, probes, options)
         layers.append(ProbeLayer(results.outcomes))
         meta.update(results.meta())
+    check_setting_devices(options.settings, identities)
     layers += [OverrideLayer(overrides), CliLayer(options.settings)]
     if hook is not None:
         layers.append(HookLayer(hook))
@@ -91,10 +92,11 @@ def _probes(catalogue: Catalogue, registrar: CapabilityRegistrar) -> dict[str, P
 
 
 def _check_settings(options: RegistryOptions, catalogue: Catalogue) -> None:
+    from pytest_devcaps.config.catalogue import alias_or_unknown
+
     for setting in options.settings:
         if setting.capability not in catalogue:
-            raise ConfigError(f"unknown capability {setting.capability!r}"
-                              f"{did_you_mean(setting.capability, catalogue.names())}",
+            raise ConfigError(alias_or_unknown(setting.capability, catalogue.capabilities),
                               file="command line", key=setting.capability)
 
 

@@ -68,7 +68,9 @@ class CapabilityRegistry:
         return {name: spec.description for name, spec in self.catalogue.capabilities.items()}
 
     def check_name(self, capability: str) -> str:
-        """Return ``capability`` or raise :class:`UnknownCapabilityError` with the closest name."""
+        """The capability ``capability`` names: itself, or the one it is an alias of (PyTorch's
+        ``attention.flash_attention`` -> ``attention.flash``); raises
+        :class:`UnknownCapabilityError` with the closest name."""
         return self.catalogue.check_name(capability).name
 
     def capability_for_dtype(self, dtype_name: str) -> str | None:
@@ -107,7 +109,9 @@ class CapabilityRegistry:
         return self.devices[0]
 
     def record(self, capability: str, device: str | torch.device | None = None) -> CapabilityRecord:
-        self.check_name(capability)
+        """The answer for ``capability`` (or the capability an alias names: the record says which
+        one answered) on ``device``."""
+        capability = self.check_name(capability)
         identity = self.identity(device)
         base = self._records.get(identity.key)
         if base is None:

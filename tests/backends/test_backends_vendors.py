@@ -32,7 +32,7 @@ def test_cpuinfo_parsing() -> None:
     assert parse_cpuinfo(SAPPHIRE_RAPIDS) == (
         "Intel(R) Xeon(R) Platinum 8480+",
         {"avx2", "avx512", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_int8"})
-    assert parse_cpuinfo(GRAVITON3) == (None, {"neon", "sve"})
+    assert parse_cpuinfo(GRAVITON3) == (None, {"neon", "sve", "arm_fp16"})  # asimdhp: FEAT_FP16
 
 
 @pytest.mark.parametrize(("isa", "machine", "arch"), [
