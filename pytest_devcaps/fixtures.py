@@ -38,6 +38,9 @@ def device() -> torch.device:
                          "pytest_fixture_setup (is pytest_devcaps.plugin registered?)")
 
 
+_DEVICES: dict[str, torch.device] = {}
+
+
 def device_value(request: pytest.FixtureRequest) -> torch.device:
     """What the ``device`` fixture gives ``request``: its parameter, else the primary device.
 
@@ -45,10 +48,15 @@ def device_value(request: pytest.FixtureRequest) -> torch.device:
     fixture needs no ``request`` argument: pytest builds a fixture definition for ``request``
     each time a fixture asks for it (three times per test), the largest part of what a
     parametrized ``device`` used to cost per test."""
+    key = getattr(request, "param", None) or session_state(request.config).primary_device
+    if isinstance(key, str) and key in _DEVICES:
+        return _DEVICES[key]
     import torch
 
-    key = getattr(request, "param", None) or session_state(request.config).primary_device
-    return torch.device(key)
+    device = torch.device(key)
+    if isinstance(key, str):
+        _DEVICES[key] = device  # immutable: one object per key
+    return device
 
 
 def is_device_fixture(function: object) -> bool:

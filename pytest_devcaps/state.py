@@ -47,13 +47,6 @@ class SessionState:
         self._selection: Selection | None = None
         self._failure: str | None = None
 
-    @classmethod
-    def of(cls, settings: DevcapsSettings, registry: CapabilityRegistry, selected: list[str],
-           primary_device: str, *, is_worker: bool = False) -> SessionState:
-        """A state whose registry already exists (plan tools, unit tests)."""
-        selection = Selection(registry, selected, primary_device)
-        return cls(settings, lambda: selection, is_worker=is_worker)
-
     @property
     def built(self) -> bool:
         """Whether the registry exists (building it is never triggered by asking this)."""

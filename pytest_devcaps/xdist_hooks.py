@@ -65,7 +65,7 @@ class XdistHooks:
         for worker, spec in enumerate(specs):
             for piece in partition.worker_slices(self.plans, len(specs), worker):
                 if piece.variable is not None and piece.value is not None:
-                    spec.env.setdefault(piece.variable, piece.value)  # a per-worker --tx env: wins
+                    spec.env[piece.variable] = piece.value
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             for line in partition.describe(self.plans, len(specs)):
@@ -188,12 +188,6 @@ def worker_number_of(workerinput: dict[str, Any]) -> int | None:
     return int(digits) if digits.isdigit() else None
 
 
-def worker_number(config: pytest.Config) -> int | None:
-    """``3`` in worker ``gw3``; None in the controller or for a worker id of another form."""
-    workerinput = getattr(config, "workerinput", None)
-    return worker_number_of(workerinput) if workerinput else None
-
-
 def pinned_index(config: pytest.Config) -> int | None:
     """The index this worker's device of a partitioned type takes: 0 when the controller gave it
     a slice through a visible-devices variable (its first device), the worker number when the
@@ -209,25 +203,12 @@ def pinned_index(config: pytest.Config) -> int | None:
 
 
 def apply_worker_environment(config: pytest.Config) -> None:
-    """In a worker: the slice's variables, where the start-up environment lacks them (an xdist
-    that did not apply ``XSpec.env``); torch has not initialised a device here yet."""
+    """In a worker: the slice's variables, where the start-up environment does not have them
+    already (an xdist that did not apply ``XSpec.env``); torch has not initialised a device here
+    yet, and the worker's registry snapshot describes exactly this slice."""
     workerinput = getattr(config, "workerinput", None)
     if not workerinput or SLICES_KEY not in workerinput:
         return
     for data in workerinput[SLICES_KEY]:
         if data.get("variable") and data.get("value") is not None:
-            os.environ.setdefault(data["variable"], data["value"])
-
-
-def pin_worker(config: pytest.Config, device: str) -> None:
-    """Make ``device`` current in this worker (nothing in the controller or for the CPU)."""
-    if not is_worker(config) or device.startswith("cpu"):
-        return
-    from pytest_devcaps import runtime
-
-    try:
-        runtime.set_device(device)  # worker i owns accelerator i mod count
-    except Exception as exc:
-        workerid = config.workerinput.get("workerid")  # type: ignore[attr-defined]
-        raise pytest.UsageError(f"pytest-devcaps: --devcaps-pin-workers could not make {device} "
-                                f"current in worker {workerid}: {exc}") from None
+            os.environ[data["variable"]] = data["value"]
