@@ -216,17 +216,31 @@ def _devcaps_marks(node: pytest.Item) -> list[pytest.Mark]:
     return [m for m in node.iter_markers() if m.name in _markers.SIGNATURES]
 
 
-def _validate_marks(node: pytest.Item, registry: Any, fixturenames: Sequence[str] | None) -> None:
-    """Check the devcaps marks ``node`` sees; the test's own marks must also have the fixture
-    they parametrize (a module's ``pytestmark = dtypes(...)`` serves only its dtype tests)."""
+def _validate_marks(node: pytest.Item, registry: Any, fixturenames: Sequence[str] | None,
+                    marks: list[pytest.Mark] | None = None) -> None:
+    """Check the devcaps marks ``node`` sees (``marks``, when the caller has them already); the
+    test's own marks must also have the fixture they parametrize (a module's
+    ``pytestmark = dtypes(...)`` serves only its dtype tests)."""
     own = [m for m in node.own_markers if m.name in _markers.SIGNATURES]
-    _markers.validate_marks([m for m in _devcaps_marks(node) if m not in own], registry)
+    seen = _devcaps_marks(node) if marks is None else marks
+    _markers.validate_marks([m for m in seen if m not in own], registry)
     _markers.validate_marks(own, registry, fixturenames)
+
+
+VALIDATED_KEY = pytest.StashKey[dict[tuple[str, str], tuple[pytest.Mark, ...]]]()
+"""The marks each test function's definition had when ``pytest_generate_tests`` checked them:
+its items, which carry the same marks, need not be checked again (a cost per test)."""
+
+
+def _definition_key(node: pytest.Item) -> tuple[str, str]:
+    parent = node.parent
+    return (parent.nodeid if parent is not None else "", getattr(node, "originalname", node.name))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     wants_device = "device" in metafunc.fixturenames and not _user_parametrizes(metafunc, "device")
-    if not wants_device and not _devcaps_marks(metafunc.definition):
+    marks = _devcaps_marks(metafunc.definition)
+    if not wants_device and not marks:
         return  # this test does not use devcaps: nothing is built for it
     state = session_state(metafunc.config)
     try:
@@ -235,11 +249,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return  # pytest_collection_modifyitems reports it, once
     problem = None
     try:
-        _validate_marks(metafunc.definition, registry, metafunc.fixturenames)
+        _validate_marks(metafunc.definition, registry, metafunc.fixturenames, marks)
     except DevcapsError as exc:
         problem = str(exc)
     if problem is not None:  # failing outside the handler keeps the exception chain out
         pytest.fail(f"{metafunc.definition.nodeid}: {problem}", pytrace=False)
+    validated = metafunc.config.stash.setdefault(VALIDATED_KEY, {})
+    validated[_definition_key(metafunc.definition)] = tuple(marks)
     if wants_device:
         ids = [key.split(":")[0] for key in state.selected]
         metafunc.parametrize("device", state.selected, ids=ids, indirect=True)
@@ -264,8 +280,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         callspec = getattr(item, "callspec", None)
         if not marks and (callspec is None or not {"device", "dtype"} & set(callspec.params)):
             continue  # this test does not use devcaps (and builds nothing)
+        checked = config.stash.get(VALIDATED_KEY, {}).get(_definition_key(item))
         try:
-            _validate_marks(item, state.registry, getattr(item, "fixturenames", None))
+            if checked != tuple(marks):  # not checked at collection, or marks added since
+                _validate_marks(item, state.registry, getattr(item, "fixturenames", None), marks)
         except DevcapsError as exc:
             item.stash[MARK_PROBLEM_KEY] = str(exc)
             continue
