@@ -29,6 +29,7 @@ class SuiteResult:
     exit_code: int
     seconds: float
     counts: dict[str, Counter[str]] = field(default_factory=dict)
+    hardware: Counter[str] = field(default_factory=Counter)
 
 
 def available_suites(wanted: Sequence[str] = ()) -> list[str]:
@@ -77,7 +78,9 @@ def run_suite(name: str, pytest_args: Sequence[str], *, devices: str | None,
         exit_code = subprocess.call(command, cwd=tmp, env=dict(os.environ))
         result = SuiteResult(name, exit_code, time.perf_counter() - started)
         if report.is_file():
-            result.counts = count_outcomes(json.loads(report.read_text())["tests"])
+            tests = json.loads(report.read_text())["tests"]
+            result.counts = count_outcomes(tests)
+            result.hardware = Counter(t["hardware"] for t in tests if t.get("hardware"))
         _warn_left_behind(name, Path(tmp), report)
         return result
 
@@ -108,12 +111,21 @@ def format_matrix(results: Sequence[SuiteResult]) -> list[str]:
         if not result.counts:
             why = "collected no tests" if result.exit_code == 5 else "no report"
             lines.append(f"{result.name:<8} {'-':<8} {why} (pytest exit code {result.exit_code})")
-    return lines
+    return lines + hardware_lines(results)
+
+
+def hardware_lines(results: Sequence[SuiteResult]) -> list[str]:
+    """Tests per hardware class and suite: ``hardware  kernels: generic 40, accelerator 3``."""
+    from pytest_devcaps.hardware_classes import count_text
+
+    return [f"hardware {result.name}: {count_text(result.hardware)}"
+            for result in results if result.hardware]
 
 
 def _write_json(path: Path, results: Sequence[SuiteResult]) -> None:
     data = [{"suite": r.name, "exit_code": r.exit_code, "seconds": round(r.seconds, 2),
-             "counts": {d: dict(c) for d, c in r.counts.items()}} for r in results]
+             "counts": {d: dict(c) for d, c in r.counts.items()}, "hardware": dict(r.hardware)}
+            for r in results]
     try:
         write_atomic(path, json.dumps(data, indent=1))
     except OSError as exc:  # the path changed while the suites ran

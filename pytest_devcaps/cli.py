@@ -53,11 +53,18 @@ def build_parser() -> argparse.ArgumentParser:
                             "values), the probe, the layers that replaced it, the source")
     _add_registry_arguments(probe)
     commands.add_parser("profiles", help="list the shipped device profiles")
-    lint = commands.add_parser("lint", help="report hardcoded device checks (CUDA availability calls, "
-                               "moves to CUDA, 'cuda' device literals) in Python files")
+    lint = commands.add_parser("lint", help="report hardcoded device checks (CUDA availability, "
+                               "architecture and GPU-count gates, moves, device literals, torch.cuda "
+                               "calls, NCCL, autocast, CUDA-only decorators); --fix rewrites them")
     lint.add_argument("paths", nargs="*", default=["."], help="files or folders (default: .)")
     lint.add_argument("--exclude", action="append", default=[], metavar="GLOB",
                       help="skip matching paths (repeatable), e.g. '*/backends/*'")
+    lint.add_argument("--format", choices=("text", "json", "github"), default="text",
+                      help="text (default), json, or github (annotations in GitHub Actions)")
+    rewrite = lint.add_mutually_exclusive_group()
+    rewrite.add_argument("--fix", action="store_true",
+                         help="rewrite what can be rewritten in place (needs pytest-devcaps[lint])")
+    rewrite.add_argument("--diff", action="store_true", help="print what --fix would change, as a patch")
     check = commands.add_parser("check", help="probe, then run the bundled suites on every device")
     check.add_argument("--devices", metavar="TYPES", help="comma-separated device types")
     check.add_argument("--overrides", nargs="+", default=[], metavar="FILE")
@@ -99,14 +106,10 @@ def command_profiles(args: argparse.Namespace) -> int:
 
 
 def command_lint(args: argparse.Namespace) -> int:
-    from pytest_devcaps.lint import lint_paths
+    from pytest_devcaps.lint.command import run
 
-    findings = lint_paths(args.paths, args.exclude)
-    for finding in findings:
-        print(finding)
-    if findings:
-        print(f"devcaps lint: {len(findings)} hardcoded device check(s)", file=sys.stderr)
-    return 1 if findings else 0
+    mode = "fix" if args.fix else "diff" if args.diff else "check"
+    return run(args.paths, args.exclude, args.format, mode)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,5 +1,6 @@
-"""Device-generic fixtures: ``device``, ``device_type``, ``dtype``, ``devcaps``, ``dist_backend``,
-``device_runtime``."""
+"""Device-generic fixtures: ``device``, ``device_type``, ``dtype``, ``devcaps``, ``devices``,
+``tolerances``, ``dist_backend``, ``device_runtime``; ``devcaps_device`` / ``devcaps_dtype`` are
+``device`` / ``dtype`` under names a project's own fixtures do not take (see ``parametrize``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_devcaps.errors import UnknownDeviceError
+from pytest_devcaps.parametrize import DEVICE_NAMES, DTYPE_NAMES, callspec_param
+from pytest_devcaps.pytorch_compat import class_device_type
 from pytest_devcaps.require import skip_unless_required
 from pytest_devcaps.state import session_state
 
@@ -15,26 +18,51 @@ if TYPE_CHECKING:
     import torch
 
     from pytest_devcaps.registry import DeviceCapabilities
+    from pytest_devcaps.tolerances import Tolerances
 
 
 def item_device(item: pytest.Item) -> str:
-    """The device key a test runs on: its ``device`` parameter when that names a device of the
-    registry (ours, or a user's own parametrization), else the session's primary device."""
+    """The device key a test runs on: its ``device`` (or ``devcaps_device``) parameter when that
+    names a device of the registry (ours, or a user's own parametrization), else its class's
+    ``device_type`` (PyTorch's generated classes), else the session's primary device."""
     state = session_state(item.config)
-    callspec = getattr(item, "callspec", None)
-    if callspec is not None and "device" in callspec.params:
+    param = callspec_param(getattr(item, "callspec", None), DEVICE_NAMES)
+    if param is not None:
         try:
-            return state.registry.identity(str(callspec.params["device"])).key
+            return state.registry.identity(str(param)).key
         except UnknownDeviceError:  # an empty parameter set, or a parameter not a device here
             pass
+    kind = class_device_type(getattr(item, "cls", None))
+    if kind is not None:
+        try:
+            return state.registry.identity(kind).key
+        except UnknownDeviceError:  # a device type without answers: evaluation says so
+            return kind
     return state.primary_device
+
+
+def _device_key(request: pytest.FixtureRequest) -> str:
+    param = getattr(request, "param", None)
+    if param is None:
+        param = callspec_param(getattr(request.node, "callspec", None), DEVICE_NAMES)
+    return str(param) if param is not None else session_state(request.config).primary_device
 
 
 @pytest.fixture
 def device() -> torch.device:
     """The ``torch.device`` this test instance runs on; tests are instantiated once per selected
-    device type (ids ``[cpu]``, ``[cuda]``...). Select with ``--devcaps-devices`` / ``--devcaps-except``."""
+    device type (ids ``[cpu]``, ``[cuda]``...). Select with ``--devcaps-devices`` / ``--devcaps-except``.
+    A project's own ``device`` fixture replaces this one (and is not parametrized by devcaps).
+    Set up by the plugin's ``pytest_fixture_setup`` (``device_value``)."""
     raise AssertionError("pytest-devcaps: the device fixture is set up by the plugin's "
+                         "pytest_fixture_setup (is pytest_devcaps.plugin registered?)")
+
+
+@pytest.fixture
+def devcaps_device() -> torch.device:
+    """``device`` under a name no project fixture takes: parametrized per selected device even
+    where the project defines its own ``device``."""
+    raise AssertionError("pytest-devcaps: the devcaps_device fixture is set up by the plugin's "
                          "pytest_fixture_setup (is pytest_devcaps.plugin registered?)")
 
 
@@ -42,27 +70,40 @@ _DEVICES: dict[str, torch.device] = {}
 
 
 def device_value(request: pytest.FixtureRequest) -> torch.device:
-    """What the ``device`` fixture gives ``request``: its parameter, else the primary device.
+    """What the ``device`` / ``devcaps_device`` fixtures give ``request``: its parameter, else
+    the primary device.
 
-    The plugin's ``pytest_fixture_setup`` calls this instead of the fixture function, so the
-    fixture needs no ``request`` argument: pytest builds a fixture definition for ``request``
-    each time a fixture asks for it (three times per test), the largest part of what a
-    parametrized ``device`` used to cost per test."""
-    key = getattr(request, "param", None) or session_state(request.config).primary_device
-    if isinstance(key, str) and key in _DEVICES:
-        return _DEVICES[key]
-    import torch
+    The plugin's ``pytest_fixture_setup`` calls this instead of the fixture functions, so they
+    need no ``request`` argument: pytest builds a fixture definition for ``request`` each time a
+    fixture asks for it (three times per test), the largest part of what a parametrized
+    ``device`` used to cost per test."""
+    key = _device_key(request)
+    if key not in _DEVICES:
+        import torch
 
-    device = torch.device(key)
-    if isinstance(key, str):
-        _DEVICES[key] = device  # immutable: one object per key
-    return device
+        _DEVICES[key] = torch.device(key)  # immutable: one object per key
+    return _DEVICES[key]
 
 
 def is_device_fixture(function: object) -> bool:
-    """Whether ``function`` is this module's ``device`` fixture (not a user's override)."""
+    """Whether ``function`` is this module's ``device`` or ``devcaps_device`` fixture (not a
+    project's own)."""
     return getattr(function, "__module__", None) == __name__ and \
-        getattr(function, "__name__", None) == "device"
+        getattr(function, "__name__", None) in DEVICE_NAMES
+
+
+@pytest.fixture
+def devices(device: torch.device, request: pytest.FixtureRequest) -> list[torch.device]:
+    """Every device of the test's device type, the test's own first (PyTorch's
+    ``deviceCountAtLeast`` passes the same list); pair with ``requires_devices(n)``."""
+    import torch
+
+    identity = session_state(request.config).registry.identity(str(device))
+    if identity.index is None:
+        return [device]
+    others = [torch.device(identity.type, index) for index in range(identity.count)
+              if index != device.index]
+    return [device, *others]
 
 
 @pytest.fixture
@@ -71,20 +112,49 @@ def device_type(device: torch.device) -> str:
     return device.type
 
 
-@pytest.fixture
-def dtype(request: pytest.FixtureRequest) -> torch.dtype:
-    """The dtype under test, parametrized by ``@pytest.mark.dtypes(...)`` (float32 without it)."""
+def _dtype(request: pytest.FixtureRequest) -> torch.dtype:
     import torch
 
-    return getattr(request, "param", None) or torch.float32
+    param = getattr(request, "param", None)
+    if param is None:
+        param = callspec_param(getattr(request.node, "callspec", None), DTYPE_NAMES)
+    return param if param is not None else torch.float32
+
+
+@pytest.fixture
+def dtype(request: pytest.FixtureRequest) -> torch.dtype:
+    """The dtype under test, parametrized by ``@pytest.mark.dtypes(...)`` (float32 without it).
+    A project's own ``dtype`` fixture replaces this one; ``devcaps_dtype`` is this one still."""
+    return _dtype(request)
+
+
+@pytest.fixture
+def devcaps_dtype(request: pytest.FixtureRequest) -> torch.dtype:
+    """``dtype`` under a name no project fixture takes."""
+    return _dtype(request)
 
 
 @pytest.fixture
 def devcaps(request: pytest.FixtureRequest) -> DeviceCapabilities:
     """The capability registry seen from this test's device: ``devcaps.has("dtype.bf16")``,
-    ``devcaps["attention.flash"]`` (a record with level, reason and source)."""
+    ``devcaps["attention.flash"]`` (a record with level, reason and source),
+    ``devcaps.dispatch_key`` (``"CUDA"``...)."""
     state = session_state(request.config)
     return state.registry.view(item_device(request.node))
+
+
+@pytest.fixture
+def tolerances(request: pytest.FixtureRequest) -> Tolerances:
+    """The test's ``tolerance`` marks seen from its device and dtype:
+    ``tolerances.assert_close(actual, expected)``, ``tolerances.atol``, ``**tolerances.kwargs()``."""
+    from pytest_devcaps.conditions import known_facts
+    from pytest_devcaps.tolerances import Tolerances, parse_tolerance
+
+    registry = session_state(request.config).registry
+    facts = known_facts(registry)
+    rules = [parse_tolerance(m.args, m.kwargs, facts) for m in request.node.iter_markers("tolerance")]
+    dtype = callspec_param(getattr(request.node, "callspec", None), DTYPE_NAMES)
+    return Tolerances(rules, registry.identity(item_device(request.node)), dtype)
 
 
 @pytest.fixture

@@ -31,6 +31,7 @@ ENV_REQUIRE = "PYTEST_DEVCAPS_REQUIRE"
 ENV_PROBE_TIMEOUT = "PYTEST_DEVCAPS_PROBE_TIMEOUT"
 DEFAULT_RANK_TIMEOUT = 300.0
 """Seconds the ranks of a launched world wait for each other (collection, results)."""
+ENV_HARDWARE = "PYTEST_DEVCAPS_HARDWARE"
 
 DEVICES_HELP = ("comma-separated device types to run device tests on, each present here "
                 "(default: every type present)")
@@ -40,6 +41,8 @@ PROFILE_HELP = "plan against a device profile (shipped name or YAML file) instea
 REQUIRE_HELP = ("comma-separated capabilities this runner must have: a test skipped for one "
                 "is an error instead")
 TIMEOUT_HELP = "seconds one empirical probe may take before it counts as unknown"
+HARDWARE_HELP = ("comma-separated hardware classes to run (generic, accelerator, a device type or "
+                 "vendor); other tests are deselected")
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -73,6 +76,13 @@ def add_options(parser: pytest.Parser) -> None:
                   default=[])
     parser.addini("devcaps_require", REQUIRE_HELP, type="string", default="")
     parser.addini("devcaps_probe_timeout", TIMEOUT_HELP, type="string", default="")
+    _add_hardware_option(group, parser)
+
+
+def _add_hardware_option(group: Any, parser: pytest.Parser) -> None:
+    group.addoption("--devcaps-hardware", dest="devcaps_hardware", metavar="CLASSES",
+                    help=HARDWARE_HELP)
+    parser.addini("devcaps_hardware", HARDWARE_HELP, type="string", default="")
 
 
 @dataclass(frozen=True)
@@ -95,6 +105,7 @@ class DevcapsSettings:
     reprobe: bool
     probe_timeout: Setting
     pin_workers: bool
+    hardware: Setting = Setting((), "default")
     all_ranks: bool = False
     rank_timeout: float = 300.0  # DEFAULT_RANK_TIMEOUT
 
@@ -108,6 +119,8 @@ class DevcapsSettings:
             found.append(self.overrides.source)
         if self.probe_timeout.source != "default":
             found.append(self.probe_timeout.source)
+        if self.hardware.value:
+            found.append(self.hardware.source)
         flags = {"--devcaps-set": bool(self.capability_settings), "--devcaps-json": bool(self.json_path),
                  "--devcaps-reprobe": self.reprobe, "--devcaps-pin-workers": self.pin_workers}
         return found + [flag for flag, on in flags.items() if on]
@@ -137,6 +150,8 @@ class DevcapsSettings:
             flags.append(f"--devcaps-profile={self.profile.value}")
         if self.require.value:
             flags.append(f"--devcaps-require={','.join(self.require.value)}")
+        if self.hardware.value:
+            flags.append(f"--devcaps-hardware={','.join(self.hardware.value)}")
         return flags
 
 
@@ -222,9 +237,17 @@ def resolve_settings(config: pytest.Config) -> DevcapsSettings:
         reprobe=bool(config.getoption("devcaps_reprobe")),
         probe_timeout=Setting(timeout_value, timeout.source),
         pin_workers=bool(config.getoption("devcaps_pin_workers")),
+        hardware=_hardware(config),
         all_ranks=bool(config.getoption("devcaps_all_ranks")),
         rank_timeout=_rank_timeout(config.getoption("devcaps_rank_timeout")),
     )
+
+
+def _hardware(config: pytest.Config) -> Setting:
+    """The selected hardware classes, lower-cased; checked against the vocabulary at collection
+    (a name of an out-of-tree backend needs the registry)."""
+    hardware = _layered(config, "devcaps_hardware", ENV_HARDWARE, "devcaps_hardware")
+    return Setting(tuple(part.lower() for part in _split(hardware.value or "")), hardware.source)
 
 
 KNOWN_DEVICE_TYPES: Sequence[str] = ("cpu", "cuda", "xpu", "mps", "hpu", "mtia", "npu", "privateuseone")

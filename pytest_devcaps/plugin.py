@@ -13,19 +13,23 @@ from typing import TYPE_CHECKING, Any, Generator, Sequence
 
 import pytest
 
-from pytest_devcaps import configwarnings, xdist_hooks
+from pytest_devcaps import configwarnings, parametrize, xdist_hooks
 from pytest_devcaps import markers as _markers
 from pytest_devcaps.errors import ConfigError, DevcapsError, did_you_mean
 from pytest_devcaps.fixtures import (  # noqa: F401  (fixtures are found by name on this module)
     devcaps,
+    devcaps_device,
+    devcaps_dtype,
     device,
     device_runtime,
     device_type,
+    devices,
     device_value,
     dist_backend,
     dtype,
     is_device_fixture,
     item_device,
+    tolerances,
 )
 from pytest_devcaps.options import KNOWN_DEVICE_TYPES, DevcapsSettings, add_options, resolve_settings
 from pytest_devcaps.require import check_required, skip_unless_required
@@ -139,6 +143,9 @@ def _register_optional_plugins(config: pytest.Config) -> None:
     from pytest_devcaps import reporting
 
     config.pluginmanager.register(reporting.ReportingPlugin(config), "devcaps-reporting")
+    from pytest_devcaps.suite_hooks import SuiteHooks
+
+    config.pluginmanager.register(SuiteHooks(config), "devcaps-suites")
     if config.pluginmanager.hasplugin("xdist"):
         hooks = xdist_hooks.XdistHooks(config)
         state = session_state(config)
@@ -203,15 +210,6 @@ def _check_device_types(settings: Any, present: list[str]) -> None:
                                   "type present", file=setting.source)
 
 
-def _user_parametrizes(metafunc: pytest.Metafunc, name: str) -> bool:
-    for mark in metafunc.definition.iter_markers("parametrize"):
-        argnames = mark.args[0] if mark.args else mark.kwargs.get("argnames", "")
-        names = [a.strip() for a in argnames.split(",")] if isinstance(argnames, str) else list(argnames)
-        if name in names:
-            return True
-    return False
-
-
 def _devcaps_marks(node: pytest.Item) -> list[pytest.Mark]:
     return [m for m in node.iter_markers() if m.name in _markers.SIGNATURES]
 
@@ -238,9 +236,8 @@ def _definition_key(node: pytest.Item) -> tuple[str, str]:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    wants_device = "device" in metafunc.fixturenames and not _user_parametrizes(metafunc, "device")
     marks = _devcaps_marks(metafunc.definition)
-    if not wants_device and not marks:
+    if not marks and not any(name in metafunc.fixturenames for name in parametrize.DEVICE_NAMES):
         return  # this test does not use devcaps: nothing is built for it
     state = session_state(metafunc.config)
     try:
@@ -256,14 +253,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         pytest.fail(f"{metafunc.definition.nodeid}: {problem}", pytrace=False)
     validated = metafunc.config.stash.setdefault(VALIDATED_KEY, {})
     validated[_definition_key(metafunc.definition)] = tuple(marks)
-    if wants_device:
-        ids = [key.split(":")[0] for key in state.selected]
-        metafunc.parametrize("device", state.selected, ids=ids, indirect=True)
-    dtypes_mark = metafunc.definition.get_closest_marker("dtypes")
-    if dtypes_mark is not None and "dtype" in metafunc.fixturenames:
-        values = _markers.dtype_values(dtypes_mark)
-        metafunc.parametrize("dtype", values, ids=[_markers.dtype_name(v) for v in values],
-                             indirect=True)
+    parametrize.parametrize(metafunc, state)
 
 
 MARK_PROBLEM_KEY = pytest.StashKey[str]()
@@ -278,7 +268,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         marks = _devcaps_marks(item)
         callspec = getattr(item, "callspec", None)
-        if not marks and (callspec is None or not {"device", "dtype"} & set(callspec.params)):
+        uses_device = parametrize.callspec_param(callspec, parametrize.DEVICE_NAMES) is not None
+        dtype_param = parametrize.callspec_param(callspec, parametrize.DTYPE_NAMES)
+        if not marks and not uses_device and dtype_param is None:
             continue  # this test does not use devcaps (and builds nothing)
         checked = config.stash.get(VALIDATED_KEY, {}).get(_definition_key(item))
         try:
@@ -288,8 +280,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.stash[MARK_PROBLEM_KEY] = str(exc)
             continue
         marks = [m for m in marks if m.name != "dtypes"]
-        uses_device = callspec is not None and "device" in callspec.params
-        dtype_param = callspec.params.get("dtype") if callspec is not None else None
         if not marks and not uses_device and dtype_param is None:
             continue
         evaluation = _markers.evaluate(marks, state.registry, item_device(item), dtype_param)
@@ -304,7 +294,7 @@ def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.Fix
     """Set up our ``device`` fixture from its parameter without the fixture function (see
     ``fixtures.device_value``); caches the value or the error as pytest's own setup does
     (``_pytest/fixtures.py`` ``pytest_fixture_setup``)."""
-    if fixturedef.argname != "device" or not is_device_fixture(fixturedef.func):
+    if fixturedef.argname not in parametrize.DEVICE_NAMES or not is_device_fixture(fixturedef.func):
         return None
     key = fixturedef.cache_key(request)  # type: ignore[arg-type]
     try:

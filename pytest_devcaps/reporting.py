@@ -104,6 +104,8 @@ class ReportingPlugin:
         if isinstance(data, dict):
             entry.update(device=data.get("device"), requires=data.get("requires", []),
                          missing=data.get("missing", []))
+        if isinstance(report.__dict__.get("devcaps_hardware"), str):
+            entry["hardware"] = report.__dict__["devcaps_hardware"]
         record_outcome(entry, report.when, self._count(report))
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
@@ -160,6 +162,11 @@ def json_report_path(state: SessionState) -> Path | None:
     return None if path is None else Path(path)
 
 
+def hardware_counts(tests: list[dict[str, Any]]) -> dict[str, int]:
+    """Tests per hardware class (``generic``, ``accelerator``, a device type or vendor)."""
+    return dict(Counter(t["hardware"] for t in tests if t.get("hardware")))
+
+
 def write_json_report(path: Path, state: SessionState, tests: list[dict[str, Any]], *,
                       exitstatus: int, mode: str, outcomes: dict[str, Any] | None = None) -> None:
     """The report of a run (``outcomes``: ``summary`` counts by terminal category and
@@ -181,5 +188,7 @@ def write_json_report(path: Path, state: SessionState, tests: list[dict[str, Any
         "capabilities": [record.to_dict() for record in registry],
         "meta": registry.meta,
         "tests": sorted(tests, key=lambda t: t["nodeid"]),
+        "hardware": hardware_counts(tests),
+        "hardware_selection": list(state.settings.hardware.value),
     }
     write_atomic(path, json.dumps(payload, indent=1, sort_keys=True, default=str))

@@ -157,11 +157,10 @@ def session_registry(config: pytest.Config,
 
 def _from_snapshot(config: pytest.Config, snapshot: dict[str, Any]) -> CapabilityRegistry:
     from pytest_devcaps.errors import ConfigError
-    from pytest_devcaps.registry import CapabilityRegistry, catalogue_with_hooks
+    from pytest_devcaps.registry import registry_from_snapshot
 
-    catalogue, _ = catalogue_with_hooks(config.hook)
     try:
-        return CapabilityRegistry.from_snapshot(snapshot, catalogue)
+        return registry_from_snapshot(snapshot, config.hook)
     except ValueError as exc:
         raise ConfigError(f"the xdist controller's registry: {exc}") from None
 

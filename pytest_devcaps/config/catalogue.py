@@ -19,6 +19,12 @@ Schema::
           - level: emulated
             reason: "..."
             source: "..."                 # where the rule comes from (required in the shipped file)
+
+A ``when:`` names device facts only (:mod:`pytest_devcaps.facts`: the identity fields plus
+what the backend adapters declare); any other name is an error with the closest fact. Version
+facts (``torch_version``, ``runtime_version``, ``cuda_version``, ``rocm_version``...) compare
+as versions, with a number literal read as written: ``runtime_version >= 12.10`` holds for
+12.10 and not for 12.8, the same as ``runtime_version >= "12.10"``.
 """
 
 from __future__ import annotations
@@ -28,11 +34,10 @@ import gc
 import hashlib
 import importlib.resources
 import json
-import pickle
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, Union
 
 from pytest_devcaps.config.expressions import Expression, compile_expression
 from pytest_devcaps.config.yamlsource import (
@@ -42,15 +47,28 @@ from pytest_devcaps.config.yamlsource import (
     check_document,
     check_identifier,
     check_keys,
+    document_from_plain,
+    document_to_plain,
     expect_list,
     expect_mapping,
     expect_str,
     items,
     line_of,
-    read_yaml_file,
+    parse_yaml_bytes,
+    read_source,
+    short,
 )
-from pytest_devcaps.errors import ConfigError, UnknownCapabilityError, did_you_mean
+from pytest_devcaps.errors import (
+    ConfigError,
+    DevcapsError,
+    UnknownCapabilityError,
+    did_you_mean,
+    short_repr,
+)
 from pytest_devcaps.model import DeviceIdentity, Level
+
+if TYPE_CHECKING:
+    from pytest_devcaps.facts import FactVocabulary
 
 ANY_VENDOR = "*"
 # Vendors of the builtin backends; others (PrivateUse1) are fine unless they look like a typo.
@@ -203,12 +221,14 @@ class Catalogue:
             return own
         return own + self.rules.get(ANY_VENDOR, {}).get(capability, ())
 
-    def with_capabilities(self, specs: Iterable[CapabilitySpec],
-                          rules: RulesInput = ()) -> Catalogue:
+    def with_capabilities(self, specs: Iterable[CapabilitySpec], rules: RulesInput = (),
+                          facts: FactVocabulary | None = None) -> Catalogue:
         """A new catalogue with hook-contributed capabilities and rules added.
 
         Added rules are tried before the existing rules of the same vendor and capability.
         Re-declaring an existing capability identically is allowed; differently, an error.
+        Each added rule's ``when`` is checked against ``facts`` (default: the builtin
+        backends' vocabulary; the registry passes the one with hook backends).
         """
         capabilities = dict(self.capabilities)
         added_specs: list[CapabilitySpec] = []
@@ -227,7 +247,7 @@ class Catalogue:
         _check_dtypes(capabilities, lambda name: Where("<hook>", None, name))
         _check_aliases(capabilities, lambda name: Where("<hook>", None, name))
 
-        triples = _rule_triples(rules)
+        triples = _checked_rule_facts(_rule_triples(rules), _vocabulary(facts))
         merged = {vendor: dict(by_cap) for vendor, by_cap in self.rules.items()}
         added: dict[tuple[str, str], list[VendorRule]] = {}
         for vendor, capability, rule in triples:
@@ -257,6 +277,27 @@ def _rule_triples(rules: RulesInput) -> list[tuple[str, str, VendorRule]]:
         triples = [(vendor, capability, rule) for vendor, capability, rule in rules]
     return [(vendor if vendor == ANY_VENDOR else vendor.lower(), capability, rule)
             for vendor, capability, rule in triples]
+
+
+def _checked_rule_facts(triples: list[tuple[str, str, VendorRule]],
+                        facts: FactVocabulary) -> list[tuple[str, str, VendorRule]]:
+    """Hook rules compiled again against the fact vocabulary (unknown facts are errors)."""
+    checked = []
+    for vendor, capability, rule in triples:
+        if rule.when is not None:
+            when = compile_expression(rule.when.text, file=rule.file or "<hook>", line=rule.line,
+                                      key=f"vendors.{vendor}.{capability}", facts=facts)
+            rule = replace(rule, when=when)
+        checked.append((vendor, capability, rule))
+    return checked
+
+
+def _vocabulary(facts: FactVocabulary | None) -> FactVocabulary:
+    if facts is not None:
+        return facts
+    from pytest_devcaps.facts import builtin_vocabulary
+
+    return builtin_vocabulary()
 
 
 def _describe_additions(specs: Sequence[CapabilitySpec],
@@ -300,7 +341,7 @@ def parse_level(value: Any, where: Where) -> Level:
     """A level name from YAML; the error lists the valid levels."""
     if not isinstance(value, str):
         valid = ", ".join(level.value for level in Level)
-        raise where.error(f"expected a level ({valid}), found {value!r}")
+        raise where.error(f"expected a level ({valid}), found {short_repr(value)}")
     try:
         return Level.parse(value)
     except ValueError as exc:
@@ -324,7 +365,7 @@ def capability_key(name: Any, where: Where, known: Mapping[str, Any]) -> str:
     refused naming the capability it stands for: keys take the capability's own name)."""
     if name not in known:
         check_capability_name(name, where)
-        raise where.error(alias_or_unknown(str(name), known))
+        raise where.error(alias_or_unknown(short(name), known))
     return str(name)
 
 
@@ -423,7 +464,7 @@ def _check_implies(name: str, implies: Sequence[str], known: Mapping[str, Any],
                               f"{did_you_mean(target, known)}")
 
 
-def _parse_rules(rules_body: Any, where: Where, *,
+def _parse_rules(rules_body: Any, where: Where, facts: FactVocabulary, *,
                  require_source: bool = False) -> tuple[VendorRule, ...]:
     expect_list(rules_body, where)
     if not rules_body:
@@ -446,7 +487,7 @@ def _parse_rules(rules_body: Any, where: Where, *,
                 text = "True" if text else "False"
             expect_str(text, when_where)
             when = compile_expression(text, file=when_where.file, line=when_where.line,
-                                      key=when_where.key)
+                                      key=when_where.key, facts=facts)
         else:
             unconditional_line = rule_where.line
         level = parse_level(rule["level"], rule_where.child(rule, "level"))
@@ -459,13 +500,16 @@ def _parse_rules(rules_body: Any, where: Where, *,
     return tuple(parsed)
 
 
-def parse_catalogue(document: Any, source: str, raw: bytes, *,
+def parse_catalogue(document: Any, source: str, raw: bytes,
+                    facts: FactVocabulary | None = None, *,
                     require_sources: bool = False) -> Catalogue:
-    """Validate a parsed catalogue document and build the Catalogue.
+    """Validate a parsed catalogue document and build the Catalogue; rules may name the facts
+    of ``facts`` (default: the builtin backends' vocabulary).
 
     ``require_sources``: every vendor rule must say where it comes from (``source:``), as the
     shipped catalogue's rules do.
     """
+    vocabulary = _vocabulary(facts)
     check_document(document, source, body_keys={"capabilities", "vendors"},
                    required={"capabilities"})
     top = Where(source, line_of(document), "")
@@ -491,7 +535,7 @@ def parse_catalogue(document: Any, source: str, raw: bytes, *,
             if vendor != ANY_VENDOR and not (isinstance(vendor, str)
                                              and _VENDOR_PATTERN.match(vendor)):
                 raise vendor_where.error(
-                    f"invalid vendor name {vendor!r}; expected a lower-case name such as "
+                    f"invalid vendor name {short_repr(vendor)}; expected a lower-case name such as "
                     "'nvidia' or '*' for every vendor")
             hint = did_you_mean(vendor, KNOWN_VENDORS, cutoff=0.75)
             if vendor not in KNOWN_VENDORS and vendor != ANY_VENDOR and hint:
@@ -501,7 +545,7 @@ def parse_catalogue(document: Any, source: str, raw: bytes, *,
             vendor_rules = rules.setdefault(vendor, {})
             for capability, rules_body, cap_where in items(by_cap, vendor_where):
                 capability_key(capability, cap_where, capabilities)
-                vendor_rules[capability] = _parse_rules(rules_body, cap_where,
+                vendor_rules[capability] = _parse_rules(rules_body, cap_where, vocabulary,
                                                         require_source=require_sources)
 
     return Catalogue(capabilities=FrozenMap(capabilities), rules=_freeze_rules(rules),
@@ -519,53 +563,73 @@ def shipped_catalogue_path() -> Path:
 
 @functools.lru_cache(maxsize=1)
 def _shipped_catalogue(path: Path, mtime_ns: int) -> Catalogue:
-    return _parsed_with_disk_cache(path)
-
-
-_PICKLE_FORMAT = 4  # bump when the pickled classes change shape
-
-
-def _loads_without_gc(data: bytes) -> Any:
-    # Unpickling allocates ~1000 objects; with torch imported, each collection it triggers walks
-    # millions of torch objects (80 ms measured). Nothing here forms cycles worth collecting.
+    # Loading builds thousands of small objects; with torch imported, each collection they
+    # trigger walks millions of torch objects (80 ms for the YAML parse, 400 ms for rebuilding
+    # the cached document, measured). Nothing here forms cycles worth collecting.
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return pickle.loads(data)
+        return _parsed_with_disk_cache(path)
     finally:
         if enabled:
             gc.enable()
 
 
+_CACHE_FORMAT = 1  # bump when document_to_plain changes shape
+
+
+def _cached_document(cached: Path) -> Any:
+    """The document stored at ``cached``, or None: absent, refused (another user's file, or
+    writable by others), torn or of any other shape all mean parsing the YAML again."""
+    from pytest_devcaps.files import read_regular_file
+
+    try:
+        data = json.loads(read_regular_file(cached, trusted=True))
+        if not (isinstance(data, dict) and data.get("format") == _CACHE_FORMAT):
+            return None
+        return document_from_plain(data.get("document"))
+    except (OSError, DevcapsError, ValueError, RecursionError):
+        return None
+
+
 def _parsed_with_disk_cache(path: Path) -> Catalogue:
-    """Parse ``path``, reusing a pickle of the validated catalogue keyed by the file's content.
+    """Parse ``path``, reusing a JSON copy of its parsed YAML document keyed by its content.
 
-    Every session parses the catalogue; validating 500 lines of YAML costs ~100 ms, reading the
-    pickle ~1 ms. A missing, stale or unreadable pickle only means parsing again.
+    With torch imported, parsing 500 lines of YAML costs ~80 ms; reading the JSON copy a few.
+    The copy is plain data (it cannot run code, unlike the pickle it replaces): it is
+    validated again on every load exactly as the YAML would be, and read only when this user
+    owns it and nobody else may write it. Only a document that validated is stored.
     """
-    from pytest_devcaps.version import __version__
     from pytest_devcaps.cache import default_cache_dir
-    from pytest_devcaps.files import write_atomic_bytes
+    from pytest_devcaps.files import write_atomic
+    from pytest_devcaps.version import __version__
 
-    raw = path.read_bytes()
-    key = hashlib.sha256(raw + f"{__version__}/{_PICKLE_FORMAT}".encode()).hexdigest()[:32]
-    cached = default_cache_dir() / f"catalogue-{key}.pickle"
+    raw = read_source(path)
+    key = hashlib.sha256(raw + f"{__version__}/{_CACHE_FORMAT}".encode()).hexdigest()[:32]
+    cached = default_cache_dir() / f"catalogue-{key}.json"
+    document = _cached_document(cached)
+    if document is not None:
+        try:
+            return parse_catalogue(document, str(path), raw, require_sources=True)
+        except ConfigError:
+            pass  # a copy that no longer validates: parse the YAML itself
+    document = parse_yaml_bytes(raw, str(path))
+    catalogue = parse_catalogue(document, str(path), raw, require_sources=True)
     try:
-        catalogue = _loads_without_gc(cached.read_bytes())
-        if isinstance(catalogue, Catalogue) and catalogue.source == str(path):
-            return catalogue
-    except Exception:  # absent, torn, or from another version: parse again
-        pass
-    catalogue = parse_catalogue(*read_yaml_file(path), require_sources=True)
-    try:
-        write_atomic_bytes(cached, pickle.dumps(catalogue))
-    except OSError:
-        pass
+        write_atomic(cached, json.dumps({"format": _CACHE_FORMAT,
+                                         "document": document_to_plain(document)}))
+    except (OSError, DevcapsError, TypeError, ValueError):
+        pass  # a read-only cache directory only costs the next session a parse
     return catalogue
 
 
-def load_catalogue(path: str | Path | None = None) -> Catalogue:
-    """Load and validate a catalogue; None means the shipped ``capabilities.yaml``."""
+def load_catalogue(path: str | Path | None = None,
+                   facts: FactVocabulary | None = None) -> Catalogue:
+    """Load and validate a catalogue; None means the shipped ``capabilities.yaml``.
+
+    Rules may name the facts of ``facts`` (default: the builtin backends' vocabulary, which
+    is what the shipped catalogue is checked against).
+    """
     if path is None:
         shipped = shipped_catalogue_path()
         try:
@@ -574,5 +638,5 @@ def load_catalogue(path: str | Path | None = None) -> Catalogue:
             raise ConfigError("the shipped capabilities.yaml is missing from the installation",
                               file=str(shipped)) from None
         return _shipped_catalogue(shipped, mtime)
-    return parse_catalogue(*read_yaml_file(path))
-
+    raw = read_source(path)
+    return parse_catalogue(parse_yaml_bytes(raw, str(path)), str(path), raw, facts)

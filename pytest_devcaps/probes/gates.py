@@ -16,7 +16,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from pytest_devcaps.config.expressions import version_tuple
+from pytest_devcaps.config.expressions import as_version
 from pytest_devcaps.model import DeviceIdentity, Level, ProbeOutcome
 
 OCP_FP8 = ("float8_e4m3fn", "float8_e5m2")
@@ -33,12 +33,12 @@ class Gate:
 
 
 def _at_least(version: Any, minimum: str) -> bool | None:
-    """``version >= minimum`` as dotted versions; None when ``version`` is missing or not one."""
-    have, want = version_tuple(version), version_tuple(minimum)
+    """``version >= minimum`` as versions (the rules' comparison); None when ``version`` is
+    missing or not one."""
+    have, want = as_version(version), as_version(minimum)
     if have is None or want is None:
         return None
-    width = max(len(have), len(want))
-    return have + (0,) * (width - len(have)) >= want + (0,) * (width - len(want))
+    return have >= want
 
 
 def _sm(facts: Facts) -> tuple[int, int] | None:

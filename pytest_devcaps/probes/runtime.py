@@ -153,7 +153,7 @@ def probe_pinned_memory(device: str) -> ProbeOutcome:
             f"the accelerator ({accelerator_type() or 'none in this build'})"
         )
     try:
-        host = torch.ones(1024, pin_memory=True)
+        host = torch.ones(1024, pin_memory=True)  # devcaps: allow[DC012]
         pinned = host.is_pinned()
         copied = host.to(device, non_blocking=True)
         value = copied.sum().item()

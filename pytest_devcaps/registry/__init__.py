@@ -14,7 +14,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pytest_devcaps.registry.build import build_registry, catalogue_with_hooks, discover
+    from pytest_devcaps.registry.build import (
+        build_registry,
+        catalogue_with_hooks,
+        discover,
+        registry_from_snapshot,
+    )
     from pytest_devcaps.registry.layers import merge_answer
     from pytest_devcaps.registry.options import CapabilitySetting, RegistryOptions
     from pytest_devcaps.registry.query import CapabilityRegistry, DeviceCapabilities
@@ -22,6 +27,7 @@ if TYPE_CHECKING:
 
 _WHERE = {
     "build_registry": "build", "catalogue_with_hooks": "build", "discover": "build",
+    "registry_from_snapshot": "build",
     "merge_answer": "layers",
     "CapabilitySetting": "options", "RegistryOptions": "options",
     "CapabilityRegistry": "query", "DeviceCapabilities": "query",
@@ -48,4 +54,5 @@ __all__ = [
     "catalogue_with_hooks",
     "discover",
     "merge_answer",
+    "registry_from_snapshot",
 ]

@@ -10,7 +10,7 @@ import types
 
 import pytest
 import torch
-from pytest_devcaps import DeviceIdentity
+from pytest_devcaps import DeviceIdentity, Fact
 
 torch.utils.rename_privateuse1_backend("acme")
 torch.acme = types.SimpleNamespace(
@@ -23,6 +23,7 @@ torch.acme = types.SimpleNamespace(
 class AcmeBackend:
     type = "acme"
     visible_devices_variable = VARIABLE
+    facts = {"generation": Fact("Acme chip generation")}
 
     def is_available(self):
         return True

@@ -239,8 +239,12 @@ def test_markers_are_registered_and_strict_markers_clean(pytester: pytest.Pytest
     markers.stdout.fnmatch_lines([
         "@pytest.mark.requires_capability(*capabilities, any_of=None, native=False):*",
         "@pytest.mark.requires_devices(n):*",
-        "@pytest.mark.requires_memory(size, per_allocation=None):*",
-        "@pytest.mark.dtypes(*dtypes):*",
+        "@pytest.mark.requires_memory(size, per_allocation=None, free=False):*",
+        "@pytest.mark.dtypes(*dtypes, when=None):*",
+        "@pytest.mark.skip_on(when, reason):*",
+        "@pytest.mark.xfail_on(when, reason, strict=False, raises=None):*",
+        "@pytest.mark.tolerance(dtype=None, atol, rtol, when=None):*",
+        "@pytest.mark.hardware(cls):*",
     ])
 
 

@@ -146,7 +146,7 @@ BAD_MARKS = {
                         "requires_capability: native= must be True or False, got 'no'"),
     "unknown_keyword": ('@pytest.mark.requires_memory("1GiB", per_alloc="1GiB")',
                         "requires_memory: unexpected keyword argument 'per_alloc' (did you mean "
-                        "'per_allocation'?); it takes per_allocation="),
+                        "'per_allocation'?); it takes per_allocation=, free="),
     "keyword_on_positional_marker": ("@pytest.mark.requires_devices(2, per_device=1)",
                                      "requires_devices: unexpected keyword argument 'per_device'; "
                                      "it takes no keyword arguments"),
