@@ -10,7 +10,6 @@ Kinds: ``pytest`` (``pytest --devcaps-json``), ``check`` (``devcaps check --json
 
 from __future__ import annotations
 
-import socket
 import time
 from typing import Any, Mapping
 
@@ -43,8 +42,10 @@ class ReportError(ConfigError):
 
 def stamp(kind: str) -> dict[str, Any]:
     """The fields every document of ``kind`` starts with: format, kind, when, where, by what."""
+    from pytest_devcaps.ranks import host_name  # the one host name a pytest report records too
+
     return {"format": FORMATS[kind], "kind": kind, "created": utc_now(),
-            "host": socket.gethostname(), "devcaps_version": __version__}
+            "host": host_name(), "devcaps_version": __version__}
 
 
 def utc_now() -> str:
