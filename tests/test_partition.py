@@ -1,4 +1,7 @@
-"""Splitting accelerators between xdist workers: slices, user values, the worker's registry."""
+"""Splitting accelerators between xdist workers: slices, user values, the worker's registry.
+
+The accelerator is a made-up type "acme" with its own visible-devices variable: partitioning is generic.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from pytest_devcaps.registry import CapabilityRegistry
 def _registry(count: int) -> CapabilityRegistry:
     catalogue = load_catalogue()
     devices = [DeviceIdentity(type="cpu", index=None, vendor="cpu", name="host", arch="x86"),
-               *(DeviceIdentity(type="cuda", index=i, vendor="nvidia", name=f"gpu{i}",
+               *(DeviceIdentity(type="acme", index=i, vendor="acme", name=f"gpu{i}",
                                 arch="sm_90", count=count, facts={"uuid": f"GPU-{i}"})
                  for i in range(count))]
     records = {d.key: {name: CapabilityRecord(name, d.key, Level.NATIVE, f"{d.name} has it", "test")
@@ -34,8 +37,8 @@ def test_slices_are_disjoint_while_devices_last(count: int, workers: int,
 
 
 def test_slices_of_a_user_value_keep_its_entries() -> None:
-    plans = plan_types(_registry(4), {"cuda": "CUDA_VISIBLE_DEVICES"},
-                       {"CUDA_VISIBLE_DEVICES": "GPU-a, GPU-b,GPU-c,GPU-d"})
+    plans = plan_types(_registry(4), {"acme": "ACME_VISIBLE_DEVICES"},
+                       {"ACME_VISIBLE_DEVICES": "GPU-a, GPU-b,GPU-c,GPU-d"})
     assert plans[0].user_set
     values = [worker_slices(plans, 2, w)[0].value for w in range(2)]
     assert values == ["GPU-a,GPU-b", "GPU-c,GPU-d"]
@@ -43,25 +46,25 @@ def test_slices_of_a_user_value_keep_its_entries() -> None:
 
 @pytest.mark.parametrize("value", ["0,1,2", "0,1,1,2", "0,,1,2"])
 def test_a_user_value_that_does_not_name_each_device_once_is_refused(value: str) -> None:
-    with pytest.raises(ConfigError, match="CUDA_VISIBLE_DEVICES=.*cannot be split between workers"):
-        plan_types(_registry(4), {"cuda": "CUDA_VISIBLE_DEVICES"}, {"CUDA_VISIBLE_DEVICES": value})
+    with pytest.raises(ConfigError, match="ACME_VISIBLE_DEVICES=.*cannot be split between workers"):
+        plan_types(_registry(4), {"acme": "ACME_VISIBLE_DEVICES"}, {"ACME_VISIBLE_DEVICES": value})
 
 
 def test_worker_registry_is_renumbered_from_zero() -> None:
     registry = _registry(4)
-    plans = plan_types(registry, {"cuda": "CUDA_VISIBLE_DEVICES"}, {})
+    plans = plan_types(registry, {"acme": "ACME_VISIBLE_DEVICES"}, {})
     worker = restricted(registry, worker_slices(plans, 2, 1))
-    cuda = [d for d in worker.devices if d.type == "cuda"]
-    assert [(d.key, d.name, d.count, d.facts["uuid"]) for d in cuda] == \
-        [("cuda:0", "gpu2", 2, "GPU-2"), ("cuda:1", "gpu3", 2, "GPU-3")]
-    assert worker.record("dtype.bf16", "cuda:1").reason == "gpu3 has it"
+    accelerators = [d for d in worker.devices if d.type == "acme"]
+    assert [(d.key, d.name, d.count, d.facts["uuid"]) for d in accelerators] == \
+        [("acme:0", "gpu2", 2, "GPU-2"), ("acme:1", "gpu3", 2, "GPU-3")]
+    assert worker.record("dtype.bf16", "acme:1").reason == "gpu3 has it"
     assert worker.identity("cpu").key == "cpu"
     assert worker.meta["partition"][0]["value"] == "2,3"
 
 
 def test_types_without_a_variable_are_pinned_not_masked() -> None:
     registry = _registry(2)
-    plans = plan_types(registry, {"cuda": None}, {})
+    plans = plan_types(registry, {"acme": None}, {})
     piece = worker_slices(plans, 2, 1)[0]
     assert (piece.variable, piece.value, piece.indices) == (None, None, (1,))
-    assert restricted(registry, [piece]).identity("cuda:1").count == 2  # not renumbered
+    assert restricted(registry, [piece]).identity("acme:1").count == 2  # not renumbered
