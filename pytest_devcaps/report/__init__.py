@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pytest_devcaps.report.formats import FORMATS, ReportError, classify_outcome
     from pytest_devcaps.report.html import render as render_html
-    from pytest_devcaps.report.merge import merge
+    from pytest_devcaps.report.fleet import merge
     from pytest_devcaps.report.sources import Source, load_source, parse_argument
 
 _WHERE = {"FORMATS": ("formats", "FORMATS"), "ReportError": ("formats", "ReportError"),
           "classify_outcome": ("formats", "classify_outcome"), "render_html": ("html", "render"),
-          "merge": ("merge", "merge"), "Source": ("sources", "Source"),
+          "merge": ("fleet", "merge"), "Source": ("sources", "Source"),
           "load_source": ("sources", "load_source"), "parse_argument": ("sources", "parse_argument")}
 
 __all__ = sorted(_WHERE)

@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 from pytest_devcaps.report.formats import FORMATS, ReportError
 from pytest_devcaps.report.html import render
-from pytest_devcaps.report.merge import merge
+from pytest_devcaps.report.fleet import merge
 from pytest_devcaps.report.sources import load_source, parse_argument
 
 SCHEMA_FILE = "devcaps-report.schema.json"
