@@ -1,4 +1,9 @@
-"""``devcaps check``: the capability table, then every bundled suite on every device, as a matrix."""
+"""``devcaps check``: the capability table, then every bundled suite on every device, as a matrix.
+
+Each suite runs in a child pytest that prints one line per test as it starts and ends (``-v``),
+so a long suite shows where it is. ``--json`` writes a ``check`` report (``report.formats``):
+the capability records and every suite's per-test outcomes, ready for ``devcaps report``.
+"""
 
 from __future__ import annotations
 
@@ -13,23 +18,33 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from pytest_devcaps.errors import ConfigError, did_you_mean
 from pytest_devcaps.files import replace_refusal, write_atomic
+from pytest_devcaps.report.formats import classify_outcome, stamp
+
+if TYPE_CHECKING:
+    from pytest_devcaps.registry import CapabilityRegistry
 
 SUITES = ("kernels", "fsdp", "dynamo")
 
 
 @dataclass
 class SuiteResult:
-    """Counts per device for one suite run."""
+    """Counts per device for one suite run, and its tests as the child's JSON report has them."""
 
     name: str
     exit_code: int
     seconds: float
     counts: dict[str, Counter[str]] = field(default_factory=dict)
     hardware: Counter[str] = field(default_factory=Counter)
+    tests: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"suite": self.name, "exit_code": self.exit_code, "seconds": round(self.seconds, 2),
+                "counts": {d: dict(c) for d, c in self.counts.items()},
+                "hardware": dict(self.hardware), "tests": self.tests}
 
 
 def available_suites(wanted: Sequence[str] = ()) -> list[str]:
@@ -40,13 +55,6 @@ def available_suites(wanted: Sequence[str] = ()) -> list[str]:
         raise ConfigError(f"unknown suite {unknown[0]!r}{did_you_mean(unknown[0], SUITES)}",
                           file="--suite")
     return [n for n in names if importlib.util.find_spec(f"pytest_devcaps.suites.{n}") is not None]
-
-
-def classify_outcome(test: dict[str, Any]) -> str:
-    outcome = test.get("outcome") or "error"
-    if outcome == "skipped":
-        return "skipped-by-capability" if test.get("missing") else "skipped-other"
-    return outcome
 
 
 def count_outcomes(tests: Sequence[dict[str, Any]]) -> dict[str, Counter[str]]:
@@ -66,8 +74,10 @@ def run_suite(name: str, pytest_args: Sequence[str], *, devices: str | None,
     """Run one suite in a child pytest (live progress on our stdout) and read its JSON report."""
     with tempfile.TemporaryDirectory(prefix="devcaps-check-") as tmp:
         report = Path(tmp) / "report.json"
+        # -v: each test's id when it starts, its outcome when it ends (the live progress);
+        # --no-header: the capability table was printed once already
         command = [sys.executable, "-m", "pytest", "--pyargs", f"pytest_devcaps.suites.{name}",
-                   "-p", "pytest_devcaps", "-q", "-rfE", f"--devcaps-json={report}",
+                   "-p", "pytest_devcaps", "-v", "--no-header", "-rfE", f"--devcaps-json={report}",
                    "-p", "no:cacheprovider", *pytest_args]
         if devices:
             command.append(f"--devcaps-devices={devices}")
@@ -78,9 +88,9 @@ def run_suite(name: str, pytest_args: Sequence[str], *, devices: str | None,
         exit_code = subprocess.call(command, cwd=tmp, env=dict(os.environ))
         result = SuiteResult(name, exit_code, time.perf_counter() - started)
         if report.is_file():
-            tests = json.loads(report.read_text())["tests"]
-            result.counts = count_outcomes(tests)
-            result.hardware = Counter(t["hardware"] for t in tests if t.get("hardware"))
+            result.tests = json.loads(report.read_text())["tests"]
+            result.counts = count_outcomes(result.tests)
+            result.hardware = Counter(t["hardware"] for t in result.tests if t.get("hardware"))
         _warn_left_behind(name, Path(tmp), report)
         return result
 
@@ -122,12 +132,10 @@ def hardware_lines(results: Sequence[SuiteResult]) -> list[str]:
             for result in results if result.hardware]
 
 
-def _write_json(path: Path, results: Sequence[SuiteResult]) -> None:
-    data = [{"suite": r.name, "exit_code": r.exit_code, "seconds": round(r.seconds, 2),
-             "counts": {d: dict(c) for d, c in r.counts.items()}, "hardware": dict(r.hardware)}
-            for r in results]
+def _write_json(path: Path, registry: CapabilityRegistry, results: Sequence[SuiteResult], *,
+                passed: bool) -> None:
     try:
-        write_atomic(path, json.dumps(data, indent=1))
+        write_atomic(path, check_json(registry, results, passed=passed))
     except OSError as exc:  # the path changed while the suites ran
         raise ConfigError(f"cannot write {str(path)!r}: {exc}", file="--json") from None
 
@@ -141,7 +149,7 @@ def command_check(args: argparse.Namespace) -> int:
         refusal = replace_refusal(Path(args.json))
         if refusal:
             raise ConfigError(refusal, file="--json")
-    show_registry(RegistryOptions(overrides=tuple(overrides)))
+    registry = show_registry(RegistryOptions(overrides=tuple(overrides)))
     suites = available_suites(args.suite)
     if not suites:
         print("devcaps check: no bundled suite is installed", file=sys.stderr)
@@ -154,13 +162,27 @@ def command_check(args: argparse.Namespace) -> int:
     print("\ndevcaps check: suite x device")
     for line in format_matrix(results):
         print(line)
-    if args.json:
-        _write_json(Path(args.json), results)
     # A suite that ran nothing (exit code 5) proves nothing: it fails the check too.
     failed = [r for r in results if r.exit_code != 0 or
               any(c["failed"] or c["error"] for c in r.counts.values())]
+    if args.json:
+        _write_json(Path(args.json), registry, results, passed=not failed)
     if failed:
         print(f"devcaps check: FAILED in {', '.join(r.name for r in failed)}")
         return 1
     print("devcaps check: all suites passed")
     return 0
+
+
+def check_json(registry: CapabilityRegistry, results: Sequence[SuiteResult], *,
+               passed: bool) -> str:
+    """The ``check`` report: the registry's devices and records, each suite with its tests."""
+    payload = {
+        **stamp("check"),
+        "passed": passed,
+        "devices": [identity.to_dict() for identity in registry.devices],
+        "capabilities": [record.to_dict() for record in registry],
+        "meta": registry.meta,
+        "suites": [result.to_dict() for result in results],
+    }
+    return json.dumps(payload, indent=1, sort_keys=True, default=str)

@@ -1,7 +1,7 @@
-"""The ``devcaps`` command: ``probe``, ``profiles``, ``lint`` and ``check``.
+"""The ``devcaps`` command: ``probe``, ``profiles``, ``lint``, ``check`` and ``report``.
 
 Argument parsing and dispatch only: the work is in ``table`` (probe), ``config`` (profiles),
-``lint`` and ``check``, imported by the command that needs it. None imports pytest (``check``
+``lint``, ``check`` and ``report``, imported by the command that needs it. None imports pytest (``check``
 runs its suites in a child pytest): a warm ``devcaps probe`` must not pay for it.
 """
 
@@ -13,6 +13,7 @@ from typing import Sequence
 
 from pytest_devcaps.errors import ConfigError, DevcapsError
 from pytest_devcaps.registry.options import DEFAULT_PROBE_TIMEOUT, check_probe_timeout
+from pytest_devcaps.version import __version__
 
 EXIT_USAGE = 2
 
@@ -41,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="devcaps", description=(
         "Which accelerator capabilities does this machine have, how do we know, and does "
         "the device-generic suite pass on them?"))
+    parser.add_argument("--version", action="version", version=f"pytest-devcaps {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     probe = commands.add_parser("probe", help="print the capability table (or JSON)")
     probe.add_argument("--json", action="store_true", help="print every record as JSON")
@@ -72,7 +74,27 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--suite", action="append", default=[],
                        help="only these suites (kernels, fsdp, dynamo); repeatable")
     check.add_argument("pytest_args", nargs="*", help="extra pytest arguments, after --")
+    _add_report_parser(commands)
     return parser
+
+
+def _add_report_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from pytest_devcaps.report.formats import FORMATS
+
+    report = commands.add_parser("report", help="merge reports of many hosts, devices and ranks; "
+                                 "render them as one HTML page")
+    actions = report.add_subparsers(dest="report_command", required=True)
+    merge = actions.add_parser("merge", help="merge pytest --devcaps-json, devcaps check --json "
+                               "and devcaps probe --json reports into one fleet report")
+    merge.add_argument("reports", nargs="+", metavar="[SUITE=]REPORT",
+                       help="report files; SUITE= names the suite of a pytest report")
+    merge.add_argument("-o", "--output", required=True, metavar="FLEET.json", help="'-': stdout")
+    html = actions.add_parser("html", help="one self-contained HTML page from a fleet report "
+                              "(or from reports, merged first)")
+    html.add_argument("reports", nargs="+", metavar="FLEET_OR_REPORT")
+    html.add_argument("-o", "--output", required=True, metavar="FLEET.html", help="'-': stdout")
+    actions.add_parser("schema", help="print the JSON Schema of the reports ("
+                       f"{', '.join(sorted(FORMATS))})")
 
 
 def command_probe(args: argparse.Namespace) -> int:
@@ -122,6 +144,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return command_profiles(args)
         if args.command == "lint":
             return command_lint(args)
+        if args.command == "report":
+            from pytest_devcaps.report.command import command_report
+
+            return command_report(args)
         from pytest_devcaps.check import command_check
 
         return command_check(args)

@@ -12,11 +12,8 @@ from typing import Any
 import pytest
 
 from pytest_devcaps.errors import DevcapsError
+from pytest_devcaps.report.formats import PYTEST_FORMAT as JSON_FORMAT
 from pytest_devcaps.state import SessionState, session_state
-
-JSON_FORMAT = 2
-"""2: outcomes are pytest's terminal categories (xfailed, xpassed), ``teardown``, ``reruns``,
-``summary`` and ``collection_errors``."""
 
 
 def header_lines(state: SessionState, *, verbose: bool) -> list[str]:
@@ -180,6 +177,7 @@ def write_json_report(path: Path, state: SessionState, tests: list[dict[str, Any
         **report_fields(launched_world()),
         **(outcomes or {}),
         "format": JSON_FORMAT,
+        "kind": "pytest",
         "mode": mode,
         "exitstatus": exitstatus,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -93,8 +93,12 @@ def registry_lines(registry: CapabilityRegistry, devices: Sequence[DeviceIdentit
 
 
 def registry_json(registry: CapabilityRegistry, devices: Sequence[DeviceIdentity]) -> str:
-    """Every record of ``devices`` as JSON, with the device identities and the registry's meta."""
+    """Every record of ``devices`` as JSON (a ``probe`` report: ``report.formats``), with the
+    device identities and the registry's meta."""
+    from pytest_devcaps.report.formats import stamp
+
     payload = {
+        **stamp("probe"),
         "devices": [i.to_dict() for i in devices],
         "capabilities": [r.to_dict() for i in devices for r in registry.records(i.key)],
         "meta": registry.meta,
@@ -115,15 +119,17 @@ def select_identities(registry: CapabilityRegistry, wanted: Sequence[str]) -> li
 
 
 def show_registry(options: RegistryOptions, devices: Sequence[str] = (), *, as_json: bool = False,
-                  verbose: bool = False) -> None:
-    """Build the registry (with vendor plugins of the ``devcaps`` entry-point group) and print it:
-    ``devcaps probe`` and the first step of ``devcaps check``. Raises ``DevcapsError`` on bad input."""
+                  verbose: bool = False) -> CapabilityRegistry:
+    """Build the registry (with vendor plugins of the ``devcaps`` entry-point group), print it and
+    return it: ``devcaps probe`` and the first step of ``devcaps check``. Raises
+    ``DevcapsError`` on bad input."""
     from pytest_devcaps.registry import build_registry
 
     registry = build_registry(options, hook=entry_point_hooks())
     shown = select_identities(registry, devices)
     print(registry_json(registry, shown) if as_json else "\n".join(registry_lines(
         registry, shown, verbose=verbose)))
+    return registry
 
 
 def entry_point_hooks() -> Any:

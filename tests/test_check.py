@@ -3,26 +3,50 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pytest_devcaps.cli import main
 
 
-def test_check_runs_a_suite_and_prints_the_matrix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    report = tmp_path / "check.json"
-    status = main(["check", "--suite", "kernels", "--json", str(report), "--", "-k", "test_errors"])
-    out = capsys.readouterr().out
+@pytest.fixture(scope="module")
+def kernels_check(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, dict[str, Any]]:
+    """One ``devcaps check`` of the kernels suite's error tests: exit code, output, JSON report."""
+    report = tmp_path_factory.mktemp("check") / "check.json"
+    done = subprocess.run([sys.executable, "-m", "pytest_devcaps.cli", "check", "--suite", "kernels",
+                           "--json", str(report), "--", "-k", "test_errors"],
+                          capture_output=True, text=True, timeout=600)
+    return done.returncode, done.stdout + done.stderr, json.loads(report.read_text())
+
+
+def test_check_runs_a_suite_and_prints_the_matrix(kernels_check: tuple[int, str, dict[str, Any]]) -> None:
+    status, out, data = kernels_check
     assert status == 0, out
     assert "devcaps: 1 device(s)" in out  # the capability table comes first
     assert "[1/1] suite kernels ..." in out
+    # per-test progress: each test's id as it runs, with its outcome
+    assert "test_errors.py::test_invalid_input_raises[cpu-meta_device] PASSED" in out
     row = next(line for line in out.splitlines() if line.startswith("kernels  cpu"))
     passed = int(row.split()[2])
     assert passed > 10 and row.split()[3:6] == ["0", "0", "0"]
     assert "devcaps check: all suites passed" in out
-    data = json.loads(report.read_text())
-    assert data[0]["suite"] == "kernels" and data[0]["counts"]["cpu"]["passed"] == passed
+    assert data["format"] == 1 and data["kind"] == "check" and data["passed"] is True
+    suite = data["suites"][0]
+    assert suite["suite"] == "kernels" and suite["counts"]["cpu"]["passed"] == passed
+    assert len(suite["tests"]) == passed and {t["outcome"] for t in suite["tests"]} == {"passed"}
+    assert [d["type"] for d in data["devices"]] == ["cpu"] and data["capabilities"]
+
+
+def test_check_json_matches_the_schema(kernels_check: tuple[int, str, dict[str, Any]]) -> None:
+    jsonschema = pytest.importorskip("jsonschema", reason="the test extra installs jsonschema")
+    from pytest_devcaps.report.command import schema_text
+
+    schema = json.loads(schema_text())
+    jsonschema.validate(kernels_check[2], {"$defs": schema["$defs"], "$ref": "#/$defs/check"})
 
 
 def test_check_fails_when_a_suite_fails(capsys: pytest.CaptureFixture[str]) -> None:

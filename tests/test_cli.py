@@ -126,3 +126,12 @@ def test_set_for_a_device_that_matches_nothing_exits_2(capsys: pytest.CaptureFix
     assert main(["probe", "--json", "--profile", "nvidia-h100", "--set", "dtype.bf16=unsupported@cuda"]) == 0
     records = json.loads(capsys.readouterr().out)["capabilities"]
     assert next(r for r in records if r["capability"] == "dtype.bf16")["source"] == "cli"
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_devcaps.version import __version__
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out == f"pytest-devcaps {__version__}\n"

@@ -10,11 +10,18 @@ Use the ``distributed`` fixture (``DistributedRunner``)::
 
 Each rank is a fresh interpreter (never fork) joined through a FileStore in a private
 directory; a rank that raises, crashes or hangs fails the test with every rank's traceback.
+Worlds are kept for the session and reused by the next call with the same world size and rank
+environment (each call gets a fresh process group); one that failed is closed, never reused;
+``DEVCAPS_DIST_REUSE=0`` starts a fresh world for every call.
 Under torchrun (``RANK``/``WORLD_SIZE`` set) the body runs in-process on each rank instead.
 Timeouts: ``DEVCAPS_DIST_TIMEOUT`` (watchdog, default 240 s) and ``DEVCAPS_DIST_PG_TIMEOUT``
 (process-group collectives, default 60 s, at most 80 % of the watchdog). On accelerators rank r
 uses device ``r mod count``; a world larger than the device count skips unless
 ``DEVCAPS_DIST_SHARE_DEVICES=1`` (for backends that let ranks share a device).
+
+The names below are imported on first use: a spawned rank imports ``_worker`` from this package
+and must install its stack-dump handlers before anything imports torch, and the plugin registers
+``distributed.fixture`` in every session, which must not import torch either.
 """
 
 from __future__ import annotations
@@ -27,43 +34,36 @@ if TYPE_CHECKING:
     from pytest_devcaps.distributed.harness import (
         AllRanksSkipped,
         DistributedRunError,
+        WorldMemoryWarning,
         WorldOptions,
         spawn_world,
     )
     from pytest_devcaps.distributed.launcher import LaunchInfo, launched_world
+    from pytest_devcaps.distributed.pool import close_worlds
     from pytest_devcaps.distributed.runner import DistributedRunner
     from pytest_devcaps.qualnames import NotImportableError
 
 _WHERE = {
-    "RankContext": "context", "rank_device": "context",
-    "AllRanksSkipped": "harness", "DistributedRunError": "harness", "WorldOptions": "harness",
-    "spawn_world": "harness",
-    "LaunchInfo": "launcher", "launched_world": "launcher",
+    "AllRanksSkipped": "harness",
+    "DistributedRunError": "harness",
     "DistributedRunner": "runner",
+    "LaunchInfo": "launcher",
+    "NotImportableError": "pytest_devcaps.qualnames",
+    "RankContext": "context",
+    "WorldMemoryWarning": "harness",
+    "WorldOptions": "harness",
+    "close_worlds": "pool",
+    "launched_world": "launcher",
+    "rank_device": "context",
+    "spawn_world": "harness",
 }
+
+__all__ = sorted(_WHERE)
 
 
 def __getattr__(name: str) -> Any:
-    """Names are imported on first use: the plugin registers ``distributed.fixture`` in every
-    session, and that must not import torch (PEP 562 module ``__getattr__``)."""
-    if name == "NotImportableError":
-        from pytest_devcaps.qualnames import NotImportableError
-
-        return NotImportableError
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
-
-
-__all__ = [
-    "AllRanksSkipped",
-    "DistributedRunError",
-    "DistributedRunner",
-    "LaunchInfo",
-    "NotImportableError",
-    "RankContext",
-    "WorldOptions",
-    "launched_world",
-    "rank_device",
-    "spawn_world",
-]
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'pytest_devcaps.distributed' has no attribute {name!r}")
+    module = importlib.import_module(where if "." in where else f"{__name__}.{where}")
+    return getattr(module, name)

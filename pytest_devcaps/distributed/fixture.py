@@ -10,6 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_devcaps.distributed import settings
+from pytest_devcaps.distributed.pool import close_worlds
+
 if TYPE_CHECKING:
     import torch
 
@@ -28,15 +31,21 @@ def distributed(device: torch.device, dist_backend: str, devcaps: DeviceCapabili
     world_size=2)`` returns each rank's return value. Skips when the device has no
     distributed backend (via ``dist_backend``) or too few devices for the world size;
     ``DEVCAPS_DIST_SHARE_DEVICES=1`` lets several ranks share one accelerator where the backend
-    allows it. With pytest-timeout active, the rank watchdog fires before its timeout."""
-    from pytest_devcaps.distributed.harness import DEFAULT_TIMEOUT_S
+    allows it. With pytest-timeout active, the rank watchdog fires before its timeout. Worlds
+    are reused between calls (``DEVCAPS_DIST_REUSE=0`` starts a fresh one every time) and
+    closed at the end of the session."""
     from pytest_devcaps.distributed.runner import DistributedRunner
 
-    share = os.environ.get("DEVCAPS_DIST_SHARE_DEVICES", "") not in ("", "0")
     limit = timeout_of(request.node)
-    watchdog = None if limit is None else min(DEFAULT_TIMEOUT_S, WATCHDOG_SHARE * limit)
-    return DistributedRunner(device=device, backend=dist_backend, share_devices=share,
+    watchdog = None if limit is None else min(settings.watchdog_timeout(), WATCHDOG_SHARE * limit)
+    return DistributedRunner(device=device, backend=dist_backend,
+                             share_devices=settings.share_devices(),
                              device_count=devcaps.identity.count, timeout_s=watchdog)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The session's worlds end with it (their ranks would otherwise wait until exit)."""
+    close_worlds()
 
 
 def timeout_of(item: pytest.Item) -> float | None:

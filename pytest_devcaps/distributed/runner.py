@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from pytest_devcaps import runtime
+from pytest_devcaps.distributed import settings
 from pytest_devcaps.distributed.harness import (
     AllRanksSkipped,
     DistributedRunError,
@@ -37,12 +38,14 @@ class DistributedRunner:
     ``share_devices`` allows more ranks than accelerators (rank r uses device r mod count).
     ``device_count`` is how many devices of the type there are (the fixture passes the
     capability registry's count, discovered without creating a device context); None asks torch.
+    ``reuse_worlds`` keeps spawned worlds alive for the next call with the same world size and
+    environment (None: ``DEVCAPS_DIST_REUSE``, default on); a world that failed is never reused.
     """
 
     def __init__(self, device: torch.device | str, backend: str, *,
                  timeout_s: float | None = None, pg_timeout_s: float | None = None,
                  share_devices: bool = False, launch: LaunchInfo | None = None,
-                 device_count: int | None = None) -> None:
+                 device_count: int | None = None, reuse_worlds: bool | None = None) -> None:
         self.device = torch.device(device)
         self.backend = backend
         self.timeout_s = timeout_s
@@ -50,6 +53,7 @@ class DistributedRunner:
         self.share_devices = share_devices
         self.launch = launch if launch is not None else launched_world()
         self._device_count = device_count
+        self.reuse_worlds = reuse_worlds
 
     def device_count(self) -> int:
         """Devices of the test's type available to the world."""
@@ -61,10 +65,10 @@ class DistributedRunner:
             timeout_s: float | None = None, env: Mapping[str, str] | None = None) -> list[Any]:
         """``fn(ctx, *args)`` on ``world_size`` ranks; the return values by rank."""
         __tracebackhide__ = True
-        options = WorldOptions(pg_timeout_s=self.pg_timeout_s, env=dict(env or {}))
         chosen_timeout = timeout_s if timeout_s is not None else self.timeout_s
-        if chosen_timeout is not None:
-            options.timeout_s = float(chosen_timeout)
+        options = WorldOptions(timeout_s=chosen_timeout, pg_timeout_s=self.pg_timeout_s,
+                               env=dict(env or {}), reuse=self.reuse_worlds)
+        world_size = settings.world_size(world_size)
         if self.launch is not None:
             return self._run_launched(fn, args, world_size, options)
         self._skip_unless_enough_devices(world_size)

@@ -1,4 +1,4 @@
-"""The records that travel between the parent and its ranks (as pickle files in the run directory)."""
+"""The records that travel between the parent and its ranks (as pickle files in a task directory)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,8 @@ class Task:
     backend: str
     pg_timeout_s: float
     sys_path: tuple[str, ...]
-    parent_pid: int
+    cwd: str
+    """The caller's working directory (a reused rank changes to it for each task)."""
 
 
 @dataclass(frozen=True)

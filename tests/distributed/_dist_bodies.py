@@ -37,3 +37,29 @@ def skip_on_rank_one(ctx: RankContext) -> None:
 
 def unpicklable_result(ctx: RankContext) -> object:
     return lambda: None
+
+
+def pid(ctx: RankContext) -> int:
+    return os.getpid()
+
+
+def dirty_the_process(ctx: RankContext) -> int:
+    """Changes what the next task on this rank must not see."""
+    os.environ["DEVCAPS_TEST_LEFTOVER"] = "1"
+    torch.manual_seed(0)
+    torch.set_default_dtype(torch.float64)
+    torch.set_grad_enabled(False)
+    os.chdir("/")
+    return os.getpid()
+
+
+def process_state(ctx: RankContext) -> dict[str, object]:
+    return {"pid": os.getpid(), "leftover": os.environ.get("DEVCAPS_TEST_LEFTOVER"),
+            "dtype": str(torch.get_default_dtype()), "grad": torch.is_grad_enabled(),
+            "cwd": os.getcwd(), "seed": torch.initial_seed()}
+
+
+def fail_on_rank_one(ctx: RankContext) -> int:
+    if ctx.rank == 1:
+        raise RuntimeError("rank one fails")
+    return os.getpid()

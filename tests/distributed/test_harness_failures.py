@@ -12,16 +12,24 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(),
-                                reason="counts processes through /proc")
+from pytest_devcaps.distributed import close_worlds
+
+from _procs import HAVE_PROC, children, gone
+
+pytestmark = pytest.mark.skipif(not HAVE_PROC, reason="counts processes through /proc")
+
+HANG_S = 15
+"""The hung world's watchdog: it starts once the ranks have imported torch, and covers the
+body's own imports (pytest, the test module), which take seconds on a loaded machine."""
 
 FAILING = textwrap.dedent("""
-    import os, time
+    import os, sys, time
     import pytest, torch, torch.distributed as dist
     from pytest_devcaps.distributed import DistributedRunner
 
     def _note_pid(ctx):
-        path = os.path.join(os.environ["DEVCAPS_TEST_PIDS"], f"{os.getpid()}")
+        caller = sys._getframe(1).f_code.co_name
+        path = os.path.join(os.environ["DEVCAPS_TEST_PIDS"], f"{caller}-{os.getpid()}")
         open(path, "w").close()
 
     def raises(ctx):
@@ -57,31 +65,18 @@ FAILING = textwrap.dedent("""
         distributed.run(raises, world_size=2)
 
     def test_hangs():
-        DistributedRunner("cpu", "gloo", timeout_s=8, launch=None).run(hangs, world_size=2)
+        DistributedRunner("cpu", "gloo", timeout_s=@HANG_S@, launch=None).run(hangs, world_size=2)
 
     def test_segfaults(distributed):
         distributed.run(segfaults, world_size=2)
 
     def test_works(distributed):
         assert distributed.run(works, world_size=2) == [2.0, 2.0]
-""")
+""").replace("@HANG_S@", str(HANG_S))
 
 
 FAST_S = 30
 """Start-up of two ranks plus the report; generous for loaded CI machines, half the watchdog."""
-
-
-def _children(pid: int) -> set[int]:
-    found = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.add(int(entry.name))
-    return found
 
 
 def test_failing_ranks_fail_fast_with_tracebacks_and_no_orphans(
@@ -90,7 +85,7 @@ def test_failing_ranks_fail_fast_with_tracebacks_and_no_orphans(
     pids.mkdir()
     monkeypatch.setenv("DEVCAPS_TEST_PIDS", str(pids))
     pytester.makepyfile(test_ranks=FAILING)
-    before = _children(os.getpid())
+    before = children(os.getpid())
     result = pytester.runpytest_inprocess("-p", "no:devcaps", "-p", "no:cacheprovider")
     result.assert_outcomes(failed=3, passed=1)
     reports = {r.nodeid.split("::")[-1]: r for r in
@@ -102,8 +97,8 @@ def test_failing_ranks_fail_fast_with_tracebacks_and_no_orphans(
     result.stdout.fnmatch_lines(["*rank 1: raised ValueError: rank one is broken*"])
     assert 'in raises\n' in out and "rank 0: raised RuntimeError" in out
 
-    # hung: the watchdog (8 s) stops it; the sleeping rank's stack comes from faulthandler
-    assert reports["test_hangs"].duration < 8 + FAST_S
+    # hung: the watchdog stops it; the sleeping rank's stack comes from faulthandler
+    assert reports["test_hangs"].duration < HANG_S + FAST_S
     result.stdout.fnmatch_lines(["*rank 1: hung (still running)*",
                                  "*rank 1: stacks when stopped (faulthandler)*"])
     assert "in hangs" in out
@@ -115,10 +110,18 @@ def test_failing_ranks_fail_fast_with_tracebacks_and_no_orphans(
     result.stdout.fnmatch_lines(["*rank 1: killed by SIGSEGV*", "*Fatal Python error: Segmentation fault*"])
     assert "in segfaults" in out
 
-    rank_pids = [int(p.name) for p in pids.iterdir()]
-    assert len(rank_pids) == 8
-    assert not [pid for pid in rank_pids if Path(f"/proc/{pid}").exists()], "orphan rank"
-    assert _children(os.getpid()) <= before
+    rank_pids = {p.name.split("-")[0]: set() for p in pids.iterdir()}
+    for p in pids.iterdir():
+        rank_pids[p.name.split("-")[0]].add(int(p.name.split("-")[1]))
+    assert sorted(rank_pids) == ["hangs", "raises", "segfaults", "works"]
+    assert all(len(found) == 2 for found in rank_pids.values())
+    failed = rank_pids["raises"] | rank_pids["hangs"] | rank_pids["segfaults"]
+    assert not [pid for pid in failed if not gone(pid)], "orphan rank"
+    # the world that worked waits in the pool for the next call, until the session closes it
+    assert all(not gone(pid) for pid in rank_pids["works"])
+    close_worlds()
+    assert not [pid for pid in rank_pids["works"] if not gone(pid)]
+    assert children(os.getpid()) <= before
 
 
 CONCURRENT = textwrap.dedent("""
@@ -161,14 +164,6 @@ ORPHAN_PARENT = textwrap.dedent("""
 """)
 
 
-def _gone(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return True
-    return state == "Z"  # exited; only waiting for init to reap it
-
-
 def test_ranks_exit_when_the_parent_dies(tmp_path: Path) -> None:
     """SIGKILL of the pytest process (no cleanup runs there) still leaves no rank behind."""
     import signal
@@ -179,7 +174,10 @@ def test_ranks_exit_when_the_parent_dies(tmp_path: Path) -> None:
     pid_dir = tmp_path / "pids"
     pid_dir.mkdir()
     root = str(Path(__file__).resolve().parents[2])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    temp = tmp_path / "tmp"  # SIGKILL leaves the world's directory: here, not in /tmp
+    temp.mkdir()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]),
+           "TMPDIR": str(temp)}
     parent = subprocess.Popen([sys.executable, str(tmp_path / "parent.py"), str(tmp_path),
                                str(pid_dir)], env=env)
     try:
@@ -193,6 +191,6 @@ def test_ranks_exit_when_the_parent_dies(tmp_path: Path) -> None:
         parent.wait()
     rank_pids = [int(p.name) for p in pid_dir.iterdir()]
     deadline = time.monotonic() + 10
-    while not all(_gone(pid) for pid in rank_pids):
+    while not all(gone(pid) for pid in rank_pids):
         assert time.monotonic() < deadline, f"orphaned ranks still running: {rank_pids}"
         time.sleep(0.1)

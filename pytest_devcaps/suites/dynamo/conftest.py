@@ -1,4 +1,4 @@
-"""Suite-local fixtures: a clean Dynamo state around every test, one Inductor cache per run.
+"""Suite-local fixtures: a clean Dynamo state around every test, one Inductor cache.
 
 ``device``, ``dtype``, ``devcaps`` and the markers come from the pytest-devcaps plugin.
 """
@@ -14,6 +14,13 @@ import torch
 import torch._dynamo
 from torch._dynamo.utils import counters
 
+from pytest_devcaps.cache import default_cache_dir
+from pytest_devcaps.suites.dynamo.inductor_cache import (
+    CACHE_VARIABLE,
+    INDUCTOR_VARIABLE,
+    cache_mode,
+    choose_cache_dir,
+)
 from pytest_devcaps.suites.dynamo.ordering import ORDER_VARIABLE, reorder
 
 SUITE_DIR = Path(__file__).resolve().parent
@@ -22,25 +29,28 @@ SUITE_DIR = Path(__file__).resolve().parent
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     try:
         reorder(items, SUITE_DIR, os.environ.get(ORDER_VARIABLE, ""))
+        cache_mode(os.environ.get(CACHE_VARIABLE, ""))
     except ValueError as error:
         raise pytest.UsageError(str(error)) from None
 
 
 @pytest.fixture(scope="session", autouse=True)
 def inductor_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """Point TORCHINDUCTOR_CACHE_DIR at a directory of this run, restored afterwards.
+    """Point ``TORCHINDUCTOR_CACHE_DIR`` at the suite's Inductor cache, restored afterwards
+    (see ``inductor_cache``: persistent per torch version unless ``DEVCAPS_DYNAMO_CACHE=fresh``).
 
     Session scope and autouse make it precede every compile of the suite: Inductor reads the
-    variable lazily. Under pytest-xdist each worker's basetemp is ``<run basetemp>/gwN``, so
-    the workers share the run's cache: a kernel one worker built is a cache hit for the other
-    (two workers compiling at the same moment still both pay the cold build).
+    variable lazily. A fresh cache belongs to the run: under pytest-xdist each worker's basetemp
+    is ``<run basetemp>/gwN``, so the workers share ``<run basetemp>/inductor-cache``.
     """
     basetemp = tmp_path_factory.getbasetemp()
     run_dir = basetemp.parent if os.environ.get("PYTEST_XDIST_WORKER") else basetemp
-    cache = run_dir / "inductor-cache"
-    cache.mkdir(parents=True, exist_ok=True)
+    try:
+        cache = choose_cache_dir(os.environ, run_dir, default_cache_dir(), torch.__version__)
+    except ValueError as error:
+        pytest.fail(str(error), pytrace=False)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("TORCHINDUCTOR_CACHE_DIR", str(cache))
+        patch.setenv(INDUCTOR_VARIABLE, str(cache))
         yield cache
 
 

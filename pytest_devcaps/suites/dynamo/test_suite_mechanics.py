@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 from torch._dynamo.utils import counters
 
+from pytest_devcaps.suites.dynamo.inductor_cache import cache_mode, choose_cache_dir
 from pytest_devcaps.suites.dynamo.ordering import parse_order, reorder
 
 
@@ -59,10 +61,36 @@ def test_dynamo_counters_start_empty() -> None:
     assert not counters, f"state left by an earlier test: {dict(counters)}"
 
 
-def test_inductor_cache_dir_belongs_to_this_run(inductor_cache_dir: Path,
-                                                tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_the_inductor_cache_fixture_sets_the_variable(inductor_cache_dir: Path) -> None:
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(inductor_cache_dir)
     assert inductor_cache_dir.is_dir()
-    basetemp = tmp_path_factory.getbasetemp()
-    # one directory per run, shared by the xdist workers of that run
-    assert inductor_cache_dir.parent in (basetemp, basetemp.parent)
+
+
+def test_fresh_cache_belongs_to_the_run(tmp_path: Path) -> None:
+    env = {"DEVCAPS_DYNAMO_CACHE": "Fresh", "TORCHINDUCTOR_CACHE_DIR": "/elsewhere"}
+    cache = choose_cache_dir(env, tmp_path / "run", tmp_path / "devcaps", "2.13.0")
+    assert cache == tmp_path / "run" / "inductor-cache" and cache.is_dir()
+
+
+def test_shared_cache_is_keyed_by_torch_version_and_private(tmp_path: Path) -> None:
+    cache = choose_cache_dir({}, tmp_path / "run", tmp_path / "devcaps", "2.13.0+cpu")
+    assert cache == tmp_path / "devcaps" / "inductor" / "torch-2.13.0+cpu"
+    assert stat.S_IMODE(cache.stat().st_mode) & 0o077 == 0
+    assert choose_cache_dir({}, tmp_path / "run", tmp_path / "devcaps", "2.14.0a0 (local)") == \
+        tmp_path / "devcaps" / "inductor" / "torch-2.14.0a0__local_"
+    assert choose_cache_dir({"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "mine")}, tmp_path / "run",
+                            tmp_path / "devcaps", "2.13.0") == tmp_path / "mine"
+
+
+def test_a_shared_cache_others_may_write_is_refused(tmp_path: Path) -> None:
+    cache = tmp_path / "devcaps" / "inductor" / "torch-2.13.0"
+    cache.mkdir(parents=True)
+    cache.chmod(0o777)
+    with pytest.raises(ValueError, match="is writable by group or others .* run with "
+                                         "DEVCAPS_DYNAMO_CACHE=fresh"):
+        choose_cache_dir({}, tmp_path / "run", tmp_path / "devcaps", "2.13.0")
+
+
+def test_an_unknown_cache_mode_names_the_choices() -> None:
+    with pytest.raises(ValueError, match="DEVCAPS_DYNAMO_CACHE='tmp': expected 'shared' .* or 'fresh'"):
+        cache_mode("tmp")

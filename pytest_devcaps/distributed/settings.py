@@ -1,0 +1,125 @@
+"""The harness's knobs: environment variables and ``world_size``, validated where they are read.
+
+Every value is read when a world is about to start (never at import, so a bad variable fails the
+test that needs it, not every session) and a bad one raises :class:`ConfigError` naming the
+variable or argument and what it takes. Standard library only.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Mapping
+
+from pytest_devcaps.errors import ConfigError
+
+TIMEOUT_VARIABLE = "DEVCAPS_DIST_TIMEOUT"
+PG_TIMEOUT_VARIABLE = "DEVCAPS_DIST_PG_TIMEOUT"
+SHARE_VARIABLE = "DEVCAPS_DIST_SHARE_DEVICES"
+REUSE_VARIABLE = "DEVCAPS_DIST_REUSE"
+DEFAULT_TIMEOUT_S = 240.0
+DEFAULT_PG_TIMEOUT_S = 60.0
+MAX_SPAWNED_WORLD_SIZE = 1024
+"""More ranks than this on one machine is a mistake (each rank is a Python interpreter with
+torch imported); bigger worlds come from a launcher across machines."""
+RANK_HOST_MEMORY_BYTES = 256 * 2**20
+"""Host memory of one idle rank: an interpreter with torch and torch.distributed imported that
+has run a gloo task (torch 2.13, Linux x86-64: 221 MiB private, 255 MiB proportional set size
+with the shared libraries' pages split between ranks; 452 MiB resident counting them whole)."""
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("", "0", "false", "no", "off")
+
+
+def seconds(value: object, name: str) -> float:
+    """``value`` as a finite number of seconds > 0; ``name`` (a variable or argument) is in the error."""
+    if isinstance(value, bool):
+        raise ConfigError(f"expected a number of seconds > 0, got {value!r}", file=name)
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ConfigError(f"expected a number of seconds > 0, got {value!r}", file=name) from None
+    if not math.isfinite(number) or number <= 0:
+        raise ConfigError(f"expected a finite number of seconds > 0, got {value!r}", file=name)
+    return number
+
+
+def env_seconds(variable: str, default: float, environ: Mapping[str, str] | None = None) -> float:
+    """A timeout from the environment (``default`` when unset or empty)."""
+    raw = (os.environ if environ is None else environ).get(variable, "").strip()
+    return default if not raw else seconds(raw, variable)
+
+
+def env_flag(variable: str, default: bool, environ: Mapping[str, str] | None = None) -> bool:
+    """A yes/no variable: 1/true/yes/on or 0/false/no/off (case-insensitive); unset: ``default``."""
+    env = os.environ if environ is None else environ
+    if variable not in env:
+        return default
+    raw = env[variable].strip().lower()
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    raise ConfigError(f"expected 1/true/yes/on or 0/false/no/off, got {env[variable]!r}",
+                      file=variable)
+
+
+def watchdog_timeout() -> float:
+    """``DEVCAPS_DIST_TIMEOUT``: how long a world may run before its ranks are stopped."""
+    return env_seconds(TIMEOUT_VARIABLE, DEFAULT_TIMEOUT_S)
+
+
+def pg_timeout() -> float:
+    """``DEVCAPS_DIST_PG_TIMEOUT``: the process group's collective timeout."""
+    return env_seconds(PG_TIMEOUT_VARIABLE, DEFAULT_PG_TIMEOUT_S)
+
+
+def share_devices() -> bool:
+    """``DEVCAPS_DIST_SHARE_DEVICES``: several ranks may share one accelerator."""
+    return env_flag(SHARE_VARIABLE, False)
+
+
+def reuse_worlds() -> bool:
+    """``DEVCAPS_DIST_REUSE`` (default on): keep worlds alive between ``distributed.run`` calls."""
+    return env_flag(REUSE_VARIABLE, True)
+
+
+def world_size(value: object, who: str = "distributed.run") -> int:
+    """``value`` as the size of a world this machine spawns: an int from 1 to
+    :data:`MAX_SPAWNED_WORLD_SIZE` (a bool, a float such as 2.0 or a string is refused)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"world_size must be an int, got {value!r} ({type(value).__name__})",
+                          file=who)
+    if value < 1:
+        raise ConfigError(f"world_size must be >= 1, got {value}", file=who)
+    if value > MAX_SPAWNED_WORLD_SIZE:
+        raise ConfigError(
+            f"world_size {value} is more ranks than one machine spawns (at most "
+            f"{MAX_SPAWNED_WORLD_SIZE}); start bigger worlds with a launcher (torchrun) across "
+            "machines", file=who)
+    return value
+
+
+def available_host_memory() -> int | None:
+    """Bytes of memory available to new processes (Linux ``MemAvailable``), None if unknown."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def memory_shortfall(size: int, available: int | None) -> str | None:
+    """Why ``size`` ranks would not fit in ``available`` bytes of host memory, or None."""
+    needed = size * RANK_HOST_MEMORY_BYTES
+    if available is None or needed <= available:
+        return None
+    return (f"a world of {size} ranks needs about {needed / 2**30:.1f} GiB of host memory "
+            f"({RANK_HOST_MEMORY_BYTES // 2**20} MiB per rank before the test's own tensors); "
+            f"{available / 2**30:.1f} GiB is available: expect swapping or the OOM killer")
