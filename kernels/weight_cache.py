@@ -1,0 +1,85 @@
+"""Converted weights, made once per weight tensor and reused while it lives unchanged.
+
+A GEMM backend that needs ``b`` in another dtype (fp8 -> bf16 or fp32, bf16 -> fp32) would
+otherwise convert the whole weight on every call (at M = 7, N = K = 4096 that is most of the
+call). :func:`converted_weight` keeps the converted ``[N, K]`` copy keyed on the tensor's
+identity and checks, on every hit, that it is the same live tensor (a weak reference: ``id``
+values are reused) with the same version counter (``t._version``, which every in-place
+write bumps), data pointer, shape, strides and dtype. An entry dies with its tensor; at most
+:data:`CAPACITY` entries are kept (least recently used first out), so a model with many
+weights trades repeated conversions for bounded memory.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+#: Converted weights kept at most (each is one extra copy of a weight in the compute dtype).
+CAPACITY = 8
+
+
+@dataclass(frozen=True, eq=False)
+class _Entry:
+    ref: weakref.ref[torch.Tensor]
+    stamp: tuple[object, ...]
+    converted: torch.Tensor
+
+
+_lock = threading.Lock()
+_entries: OrderedDict[tuple[int, torch.dtype], _Entry] = OrderedDict()
+
+
+def _stamp(t: torch.Tensor) -> tuple[object, ...]:
+    return (t._version, t.data_ptr(), tuple(t.shape), t.stride(), t.dtype, t.device)
+
+
+def _forget(key: tuple[int, torch.dtype]) -> None:
+    with _lock:
+        _entries.pop(key, None)
+
+
+def _forgetter(key: tuple[int, torch.dtype]) -> Callable[[object], None]:
+    return lambda _: _forget(key)
+
+
+def converted_weight(b: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``b`` ([K, N]) as an ``[N, K]`` tensor of ``dtype``: a view when no conversion is needed
+    (dense when ``b`` is column-major, as ``torch._scaled_mm`` wants it), else a dense copy
+    made once and reused while ``b`` is alive and unmodified."""
+    if b.dtype == dtype:
+        return b.t()
+    if b.is_inference():  # no version counter to tell an in-place write: convert every time
+        return b.t().to(dtype, memory_format=torch.contiguous_format)
+    key = (id(b), dtype)
+    stamp = _stamp(b)
+    with _lock:
+        entry = _entries.get(key)
+        if entry is not None and entry.ref() is b and entry.stamp == stamp:
+            _entries.move_to_end(key)
+            return entry.converted
+    converted = torch.empty(b.shape[1], b.shape[0], dtype=dtype, device=b.device)
+    converted.copy_(b.t())
+    with _lock:
+        _entries[key] = _Entry(weakref.ref(b, _forgetter(key)), stamp, converted)
+        _entries.move_to_end(key)
+        while len(_entries) > CAPACITY:
+            _entries.popitem(last=False)
+    return converted
+
+
+def cached_weights() -> int:
+    """How many converted weights are held now (for tests and benchmarks)."""
+    with _lock:
+        return len(_entries)
+
+
+def clear() -> None:
+    """Drop every converted weight."""
+    with _lock:
+        _entries.clear()
