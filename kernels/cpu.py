@@ -37,7 +37,7 @@ import torch
 
 from .dtypes import FP8_DTYPES
 from .problem import Problem
-from .reductions import Reduce
+from .reductions import Reduce, finish_mean, grouped
 from .reference import Result, finish_block, run_reference
 from .weight_cache import converted_weight
 
@@ -177,9 +177,15 @@ _FAMILY = {"sum": "sum", "mean": "sum", "sumsq": "sq", "meansq": "sq", "amax": "
 
 
 def _raw_partial(src: torch.Tensor, family: str, g: int, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Sum / sum of squares / max-abs of each group of ``g`` columns of ``src``, fp32."""
+    """Sum / sum of squares / max-abs of each group of ``g`` columns of ``src``, fp32 (a short
+    last group when ``g`` does not divide the width: ``Reduce(ragged=True)``)."""
     rows, n = src.shape
-    v = src.view(rows, n // g, g)
+    full = n // g
+    if n % g:
+        head = [_raw_partial(src[:, :full * g], family, g)] if full else []
+        parts = torch.cat([*head, _raw_partial(src[:, full * g:], family, n - full * g)], dim=1)
+        return parts if out is None else out.copy_(parts)
+    v = src.view(rows, full, g)
     if family == "sum":
         return torch.sum(v, -1, dtype=torch.float32, out=out)
     if family == "sq":
@@ -205,27 +211,27 @@ def _reduce_block(sources: dict[str, torch.Tensor], reductions: tuple[Reduce, ..
     for i in order:
         r = reductions[i]
         family, g = _FAMILY[r.kind], r.group_size(n)
-        out = outs[i][rows].view(-1, n // g)
+        out = outs[i][rows].view(-1, r.groups(n))
         is_mean = r.kind in ("mean", "meansq")
         raw = partials.get((family, r.source, g))
         if raw is None:
             target = None if is_mean else out
             finer = [fg for (f, s, fg) in partials if f == family and s == r.source and g % fg == 0]
             if finer:
-                fg = max(finer)
-                part = partials[(family, r.source, fg)]
-                part = part.view(part.shape[0], n // g, g // fg)
+                part = grouped(partials[(family, r.source, max(finer))], g // max(finer))
                 raw = (torch.amax(part, -1, out=target) if family == "abs"
                        else torch.sum(part, -1, out=target))
             else:
                 raw = _raw_partial(sources[r.source], family, g, out=target)
             partials[(family, r.source, g)] = raw
             if not is_mean:
-                continue
-        if is_mean:
+                continue  # written in place
+        if not is_mean:
+            out.copy_(raw)
+        elif n % g == 0:
             torch.div(raw, g, out=out)
         else:
-            out.copy_(raw)
+            out.copy_(finish_mean(raw, r, n))
 
 
 # -- one call --------------------------------------------------------------------------------
@@ -366,8 +372,8 @@ def _run_cpu_here(p: Problem) -> Result:
     m, n = p.m, p.n
     plan = _make_plan(p)
     y = torch.empty(m, n, dtype=p.out_dtype, device=p.device) if p.store_output else None
-    outs = tuple(torch.empty((m,) if r.group is None else (m, n // r.group), dtype=torch.float32,
-                             device=p.device) for r in p.reductions)
+    outs = tuple(torch.empty(r.out_shape(m, n), dtype=torch.float32, device=p.device)
+                 for r in p.reductions)
     workers = torch.get_num_threads()
     step = block_rows(m, n, workers)
     starts = range(0, m, step)

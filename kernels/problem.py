@@ -157,9 +157,10 @@ def build_problem(a: torch.Tensor, b: torch.Tensor, scale_a: object, scale_b: ob
             raise TypeError(f"reductions[{i}] must be a Reduce, got {type(r).__name__}")
         if n == 0:
             raise ValueError("reductions need N >= 1, got N = 0")
-        if r.group is not None and n % r.group != 0:
+        if r.group is not None and n % r.group != 0 and not r.ragged:
             raise ValueError(f"reductions[{i}]: N % group must be 0, got N = {n}, "
-                             f"group = {r.group}")
+                             f"group = {r.group} (Reduce(..., ragged=True) reduces the "
+                             f"{n % r.group} columns left over as a shorter last group)")
     return Problem(a=a, b=b, scale_a=sa, scale_b=sb, bias=bias, out_dtype=out_dtype,
                    epilogue=ops, operands=operands, reductions=reds,
                    store_output=bool(store_output), fast_accum=bool(fast_accum))

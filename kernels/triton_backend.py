@@ -3,17 +3,17 @@
 The kernel is a tiled matmul (fp32 accumulator, GROUP_M swizzle) whose epilogue applies the
 scales, bias and ops on the accumulator, casts, stores ``y`` and reduces the tile:
 
-* every reduction is split into segments of ``S = gcd(group, BLOCK_N)`` columns (a power of
-  two, so ``tl.reshape`` can split the tile); each tile writes its segment partials to an fp32
-  workspace ``[M, N // S]``. When ``S == group`` (the group fits the block) that workspace is
-  the result; otherwise a small second pass reduces ``group // S`` partials per group. No
-  atomics, so the result is deterministic.
+* every reduction is split into segments of ``S = gcd(group, min BLOCK_N)`` columns (a power
+  of two dividing every autotune config's BLOCK_N, so ``tl.reshape`` can split any tile and
+  the partials do not depend on the config picked); each tile writes its segment partials to
+  an fp32 workspace ``[M, ceil(N / S)]`` (masked columns add 0, so a ragged last group or tile
+  is exact). When ``S == group`` that workspace is the result; otherwise a small second pass
+  reduces ``group // S`` partials per group. No atomics, so the result is deterministic.
 * fp8 operands are loaded as bytes (the interpreter mis-reads fp8 loads). Where Triton's
   backend for the current target takes that fp8 type in ``tl.dot`` (``fp8_dot_types``) they
   are bitcast and go to ``tl.dot`` as fp8; otherwise each tile is decoded with integer ops to
   bf16 (exact), which compiles on every target (Triton's fp8 converts need sm89+ and reject
   fnuz on NVIDIA) and under the interpreter.
-
 * accumulation is fp32 (``a.float() @ b.float()``): where the target's ``tl.dot`` keeps native
   fp8 products in a reduced-precision accumulator by default (``fp8_dot_imprecise``: NVIDIA
   sm_90, whose Triton default ``max_num_imprecise_acc`` is ``2**30``), the dot passes
@@ -44,6 +44,7 @@ from typing import Any
 import torch
 
 from .problem import FP8_DTYPES, Problem
+from .reductions import Reduce, finish_mean, grouped
 from .reference import Result
 from .triton_configs import (AUTOTUNE_KEY, INTERPRETER, TileConfig, configs_for, m_bucket, prune_for_m,
                              segment_base, triton_configs)
@@ -274,7 +275,7 @@ def _reduction_source(j: int, kind: str, source: str, seg: int) -> str:
             f"    p{j} = {combine}\n"
             f"    segs{j} = pid_n * (BLOCK_N // {seg}) + tl.arange(0, BLOCK_N // {seg})\n"
             f"    tl.store(W{j} + rows[:, None] * stride_w{j} + segs{j}[None, :], p{j},"
-            f" mask=mask_m[:, None] & (segs{j}[None, :] < N // {seg}))")
+            f" mask=mask_m[:, None] & (segs{j}[None, :] < (N + {seg - 1}) // {seg}))")
 
 
 def _source(plan: _Plan) -> str:
@@ -387,14 +388,13 @@ def _as_bytes(t: torch.Tensor) -> torch.Tensor:
     return t.view(torch.uint8) if t.dtype in FP8_DTYPES else t
 
 
-def _finish_reduction(ws: torch.Tensor, kind: str, group: int, seg: int) -> torch.Tensor:
-    m, parts = ws.shape
-    if seg != group:
-        grouped = ws.view(m, parts * seg // group, group // seg)
-        ws = grouped.amax(-1) if kind == "amax" else grouped.sum(-1)
-    if kind in ("mean", "meansq"):
-        ws = ws / group
-    return ws
+def _finish_reduction(ws: torch.Tensor, r: Reduce, n: int, seg: int) -> torch.Tensor:
+    """The second pass: ``ws [M, ceil(N / seg)]`` segment partials -> ``[M, groups]``."""
+    group = r.group_size(n)
+    if seg != group:  # group // seg consecutive segments per group; a ragged last one is short
+        parts = grouped(ws, group // seg)
+        ws = parts.amax(-1) if r.kind == "amax" else parts.sum(-1)
+    return finish_mean(ws, r, n)
 
 
 def run_triton(p: Problem) -> Result:
@@ -414,7 +414,7 @@ def run_triton(p: Problem) -> Result:
         return run_reference(p)
     plan = _plan(p)
     kernel = _autotuned_kernel(plan)
-    workspaces = [torch.empty(m, n // seg, dtype=torch.float32, device=dev)
+    workspaces = [torch.empty(m, -(-n // seg), dtype=torch.float32, device=dev)
                   for (_, _, seg) in plan.reductions]
     dummy = torch.empty(1, dtype=torch.float32, device=dev)
     sa = p.scale_a if p.scale_a is not None else dummy
@@ -445,7 +445,7 @@ def run_triton(p: Problem) -> Result:
 
     kernel[grid](*args)
     reduced = []
-    for r, ws, (kind, _, seg) in zip(p.reductions, workspaces, plan.reductions):
-        out = _finish_reduction(ws, kind, r.group_size(n), seg)
+    for r, ws, (_, _, seg) in zip(p.reductions, workspaces, plan.reductions):
+        out = _finish_reduction(ws, r, n, seg)
         reduced.append(out.view(m) if r.group is None else out)
     return y, tuple(reduced)

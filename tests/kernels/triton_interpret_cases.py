@@ -197,3 +197,14 @@ def test_reductions_do_not_depend_on_the_autotuned_block_n(monkeypatch):
     assert torch.equal(y64, y128)
     for first, second in zip(r64, r128):
         assert torch.equal(first, second)
+
+
+def test_ragged_last_group():
+    m, n, k = 20, 100, 24
+    a, b = fresh(m, k, dtype=torch.bfloat16, device=CPU), fresh(k, n, dtype=torch.bfloat16, device=CPU)
+    # segments gcd(group, 64): 64 in tile, 16, 1, 64 + second pass over a padded pair, 8, 1
+    reductions = [Reduce(kind, group=g, ragged=True, source=src) for kind, g, src in (
+        ("sum", 64, "output"), ("mean", 48, "fp32"), ("amax", 3, "output"), ("sumsq", 128, "output"),
+        ("meansq", 40, "fp32"), ("sum", 7, "output"))]
+    y, reds = triton_vs_reference(a, b, epilogue=[ep.tanh()], reductions=reductions)
+    assert [tuple(r.shape) for r in reds] == [(m, 2), (m, 3), (m, 34), (m, 1), (m, 3), (m, 15)]
