@@ -109,9 +109,10 @@ def _omp_set_num_threads() -> Callable[[int], Any] | None:
 
 def fallback_reason(p: Problem) -> str:
     """Why ``run_cpu(p)`` runs slower than its usual path ("" when it does not)."""
-    problem = onednn_problem(_plan_dtype(p))
+    dtype = _plan_dtype(p)
+    problem = onednn_problem(dtype)
     if problem:
-        return f"{problem}; ran torch.mm in fp32 and the eager epilogue per block"
+        return f"{problem}; ran torch.mm in {str(dtype).removeprefix('torch.')} and the eager epilogue per block"
     return ""
 
 
@@ -162,8 +163,14 @@ def _worker_pool(workers: int) -> ThreadPoolExecutor:
 _scratch = threading.local()
 
 
+_SCRATCH_KEPT = 1 << 21  # fp32 elements (8 MiB) a thread keeps between calls at most
+
+
 def _fp32_scratch(rows: int, n: int) -> torch.Tensor:
-    """A per-thread fp32 ``[rows, n]`` buffer, reused across blocks and calls."""
+    """A per-thread fp32 ``[rows, n]`` buffer, reused across blocks and calls (up to
+    ``_SCRATCH_KEPT`` elements; a larger one, e.g. a single huge block, is not kept)."""
+    if rows * n > _SCRATCH_KEPT:
+        return torch.empty(rows, n, dtype=torch.float32)
     buf: torch.Tensor | None = getattr(_scratch, "buf", None)
     if buf is None or buf.numel() < rows * n:
         buf = torch.empty(rows * n, dtype=torch.float32)
