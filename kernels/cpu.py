@@ -203,36 +203,59 @@ def _raw_partial(src: torch.Tensor, family: str, g: int, out: torch.Tensor | Non
     return amax
 
 
-def _reduce_block(sources: dict[str, torch.Tensor], reductions: tuple[Reduce, ...],
-                  outs: tuple[torch.Tensor, ...], rows: slice) -> None:
-    """Write every reduction of one block into its output rows.
+@dataclass(frozen=True)
+class _Step:
+    """One reduction of a block, planned once per call (the order and derivations are the
+    same for every block)."""
 
-    A reduction whose group is a multiple of an already computed finer one (same family and
-    source) is derived from those partials: ``Reduce("sum")`` next to ``Reduce("sum",
-    group=64)`` costs a pass over N/64 values, not over the block. Results are written in
-    place (``out=``) where no mean division follows, to save small ops per block.
-    """
-    n = next(iter(sources.values())).shape[1]
-    partials: dict[tuple[str, str, int], torch.Tensor] = {}
-    order = sorted(range(len(reductions)), key=lambda i: reductions[i].group_size(n))
-    for i in order:
+    index: int                  # the output it writes
+    reduce: Reduce
+    key: tuple[str, str, int]   # (family, source, group) of the raw partial it makes or reads
+    finer: int | None           # the finer group its raw partial is derived from (None: the source)
+    computes: bool              # first step with this key: computes the raw partial
+    groups: int
+
+
+def reduction_steps(reductions: tuple[Reduce, ...], n: int) -> tuple[_Step, ...]:
+    """The reductions in group order. A reduction whose group is a multiple of an already
+    computed finer one (same family and source) is derived from those partials:
+    ``Reduce("sum")`` next to ``Reduce("sum", group=64)`` costs a pass over N/64 values, not
+    over the block; a second reduction with the same partial (``sum`` and ``mean``) reuses it."""
+    steps: list[_Step] = []
+    made: set[tuple[str, str, int]] = set()
+    for i in sorted(range(len(reductions)), key=lambda i: reductions[i].group_size(n)):
         r = reductions[i]
-        family, g = _FAMILY[r.kind], r.group_size(n)
-        out = outs[i][rows].view(-1, r.groups(n))
+        key = (_FAMILY[r.kind], r.source, r.group_size(n))
+        computes = key not in made
+        finer = max((fg for (f, src, fg) in made if (f, src) == key[:2] and key[2] % fg == 0),
+                    default=None) if computes else None
+        made.add(key)
+        steps.append(_Step(i, r, key, finer, computes, r.groups(n)))
+    return tuple(steps)
+
+
+def _reduce_block(sources: dict[str, torch.Tensor], steps: tuple[_Step, ...],
+                  outs: tuple[torch.Tensor, ...], rows: slice) -> None:
+    """Write every reduction of one block into its output rows (``out=`` where no mean
+    division follows, to save small ops per block)."""
+    partials: dict[tuple[str, str, int], torch.Tensor] = {}
+    for step in steps:
+        (family, source, g), r = step.key, step.reduce
+        out = outs[step.index][rows].view(-1, step.groups)
         is_mean = r.kind in ("mean", "meansq")
-        raw = partials.get((family, r.source, g))
-        if raw is None:
+        if step.computes:
             target = None if is_mean else out
-            finer = [fg for (f, s, fg) in partials if f == family and s == r.source and g % fg == 0]
-            if finer:
-                part = grouped(partials[(family, r.source, max(finer))], g // max(finer))
+            if step.finer is not None:
+                part = grouped(partials[(family, source, step.finer)], g // step.finer)
                 raw = (torch.amax(part, -1, out=target) if family == "abs"
                        else torch.sum(part, -1, out=target))
             else:
-                raw = _raw_partial(sources[r.source], family, g, out=target)
-            partials[(family, r.source, g)] = raw
+                raw = _raw_partial(sources[source], family, g, out=target)
+            partials[step.key] = raw
             if not is_mean:
                 continue  # written in place
+        raw = partials[step.key]
+        n = sources[source].shape[1]
         if not is_mean:
             out.copy_(raw)
         elif n % g == 0:
@@ -257,6 +280,8 @@ class _Plan:
     inside: bool                         # oneDNN applies the bias and fused_ops ops (no scales)
     fused_ops: int                       # epilogue ops oneDNN applies inside the GEMM
     gemm_is_output: bool                 # the GEMM's rounded output is y itself
+    steps: tuple[_Step, ...]             # the reductions, planned once
+    needs_output: bool                   # a reduction reads the rounded output
 
 
 def _bf16_gemm_is_y(p: Problem) -> bool:
@@ -302,7 +327,9 @@ def _make_plan(p: Problem) -> _Plan:
     attr, algorithm = activation or ("none", "")
     return _Plan(compute=compute, a=p.a.to(compute).contiguous(), w=converted_weight(p.b, compute),
                  bias=bias, onednn=onednn, attr=attr, algorithm=algorithm, inside=inside,
-                 fused_ops=fused_ops, gemm_is_output=gemm_is_output)
+                 fused_ops=fused_ops, gemm_is_output=gemm_is_output,
+                 steps=reduction_steps(p.reductions, p.n),
+                 needs_output=any(r.source == "output" for r in p.reductions))
 
 
 def _gemm_block(p: Problem, plan: _Plan, rows: slice) -> torch.Tensor:
@@ -328,13 +355,13 @@ def _run_block(p: Problem, plan: _Plan, y: torch.Tensor | None, outs: tuple[torc
     if not p.reductions:
         return
     sources = {"fp32": block}
-    if any(r.source == "output" for r in p.reductions):
+    if plan.needs_output:
         rounded = (block if block.dtype == p.out_dtype else y_block if y_block is not None
                    else block.to(p.out_dtype))
         if rounded.dtype != torch.float32:  # upcast once into a reused buffer: fp32 reductions
             rounded = _fp32_scratch(*rounded.shape).copy_(rounded)  # run ~2x faster than bf16
         sources["output"] = rounded
-    _reduce_block(sources, p.reductions, outs, rows)
+    _reduce_block(sources, plan.steps, outs, rows)
 
 
 # GNU OpenMP is not fork-safe: in a forked child, the thread that called fork() still points

@@ -193,3 +193,16 @@ def test_fast_accum_runs_the_gemm_in_bf16_only_when_allowed():
     assert dtype(out=torch.float32) == torch.float32
     assert dtype(epilogue=[ep.gelu(), ep.relu()]) == torch.float32
     assert dtype(epilogue=[ep.gelu()]) == torch.bfloat16  # oneDNN applies it before rounding
+
+
+def test_reduction_steps_derive_coarse_from_fine():
+    reductions = (Reduce("sum"), Reduce("sumsq"), Reduce("sum", group=64), Reduce("mean", group=64),
+                  Reduce("amax", group=128), Reduce("amax", group=32), Reduce("sum", group=96, source="fp32"))
+    steps = {s.index: s for s in cpu.reduction_steps(reductions, 384)}
+    assert [s.index for s in cpu.reduction_steps(reductions, 384)] == [5, 2, 3, 6, 4, 0, 1]
+    assert (steps[2].computes, steps[2].finer) == (True, None)      # group sums from the block
+    assert (steps[3].computes, steps[3].finer) == (False, None)     # mean: reuses those sums
+    assert (steps[0].computes, steps[0].finer) == (True, 64)        # row sum: from 6 group sums
+    assert (steps[4].computes, steps[4].finer) == (True, 32)        # amax 128 from amax 32
+    assert (steps[6].finer, steps[1].finer) == (None, None)         # other source, other family
+    assert steps[0].groups == 1 and steps[5].groups == 12
