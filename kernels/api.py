@@ -79,7 +79,7 @@ def scaled_mm(
         for op in epilogue: acc = op(acc)            # in order, fp32
         y = acc.to(out_dtype)                        # None when store_output=False
         src = y.float() if r.source == "output" else acc
-        r(src) over rows or groups of r.group columns -> fp32 [M] or [M, N // group]
+        r(src) over rows or groups of r.group columns -> fp32 [M] or [M, ceil(N / group)]
 
     ``a``/``b``: fp8 (e4m3fn, e5m2, fnuz), bf16, fp16 or fp32, any strides, one device.
     ``bias`` and epilogue operands: bf16, fp16, fp32 or fp64 (fp8 is refused: it needs a scale).
