@@ -2,12 +2,13 @@
 
 A GEMM backend that needs ``b`` in another dtype (fp8 -> bf16 or fp32, bf16 -> fp32) would
 otherwise convert the whole weight on every call (at M = 7, N = K = 4096 that is most of the
-call). :func:`converted_weight` keeps the converted ``[N, K]`` copy keyed on the tensor's
-identity and checks, on every hit, that it is the same live tensor (a weak reference: ``id``
-values are reused) with the same version counter (``t._version``, which every in-place
-write bumps), data pointer, shape, strides and dtype. An entry dies with its tensor; at most
-:data:`CAPACITY` entries are kept (least recently used first out), so a model with many
-weights trades repeated conversions for bounded memory.
+call). :func:`converted_weight` keeps the converted ``[N, K]`` copy keyed on the tensor that
+owns the memory (``b._base`` for a view, so ``w.t()`` made anew on every call still hits) and
+the view's offset, shape and strides, and checks on every hit that the owner is the same live
+tensor (a weak reference: ``id`` values are reused) with the same version counter
+(``t._version``, shared with its views and bumped by every in-place write) and data pointer.
+An entry dies with its tensor; at most :data:`CAPACITY` entries are kept (least recently used
+first out), so a model with many weights trades repeated conversions for bounded memory.
 """
 
 from __future__ import annotations
@@ -31,20 +32,30 @@ class _Entry:
     converted: torch.Tensor
 
 
+_Key = tuple[object, ...]
 _lock = threading.Lock()
-_entries: OrderedDict[tuple[int, torch.dtype], _Entry] = OrderedDict()
+_entries: OrderedDict[_Key, _Entry] = OrderedDict()
 
 
-def _stamp(t: torch.Tensor) -> tuple[object, ...]:
-    return (t._version, t.data_ptr(), tuple(t.shape), t.stride(), t.dtype, t.device)
+def _owner(t: torch.Tensor) -> torch.Tensor:
+    base = t._base
+    return t if base is None else base
 
 
-def _forget(key: tuple[int, torch.dtype]) -> None:
+def _key(b: torch.Tensor, dtype: torch.dtype) -> _Key:
+    return (id(_owner(b)), b.storage_offset(), tuple(b.shape), b.stride(), b.dtype, dtype)
+
+
+def _stamp(b: torch.Tensor) -> tuple[object, ...]:
+    return (b._version, b.data_ptr(), b.device)
+
+
+def _forget(key: _Key) -> None:
     with _lock:
         _entries.pop(key, None)
 
 
-def _forgetter(key: tuple[int, torch.dtype]) -> Callable[[object], None]:
+def _forgetter(key: _Key) -> Callable[[object], None]:
     return lambda _: _forget(key)
 
 
@@ -56,17 +67,16 @@ def converted_weight(b: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         return b.t()
     if b.is_inference():  # no version counter to tell an in-place write: convert every time
         return b.t().to(dtype, memory_format=torch.contiguous_format)
-    key = (id(b), dtype)
-    stamp = _stamp(b)
+    owner, key, stamp = _owner(b), _key(b, dtype), _stamp(b)
     with _lock:
         entry = _entries.get(key)
-        if entry is not None and entry.ref() is b and entry.stamp == stamp:
+        if entry is not None and entry.ref() is owner and entry.stamp == stamp:
             _entries.move_to_end(key)
             return entry.converted
     converted = torch.empty(b.shape[1], b.shape[0], dtype=dtype, device=b.device)
     converted.copy_(b.t())
     with _lock:
-        _entries[key] = _Entry(weakref.ref(b, _forgetter(key)), stamp, converted)
+        _entries[key] = _Entry(weakref.ref(owner, _forgetter(key)), stamp, converted)
         _entries.move_to_end(key)
         while len(_entries) > CAPACITY:
             _entries.popitem(last=False)

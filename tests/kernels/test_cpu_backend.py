@@ -206,3 +206,18 @@ def test_reduction_steps_derive_coarse_from_fine():
     assert (steps[4].computes, steps[4].finer) == (True, 32)        # amax 128 from amax 32
     assert (steps[6].finer, steps[1].finer) == (None, None)         # other source, other family
     assert steps[0].groups == 1 and steps[5].groups == 12
+
+
+def test_a_view_made_on_every_call_hits_the_cache():
+    weight_cache.clear()
+    w = torch.randn(96, 64).to(torch.float8_e4m3fn)  # nn.Linear layout [N, K]; b = w.t() per call
+    first = weight_cache.converted_weight(w.t(), torch.float32)
+    again = weight_cache.converted_weight(w.t(), torch.float32)
+    assert again is first and weight_cache.cached_weights() == 1
+    other_rows = weight_cache.converted_weight(w[:48].t(), torch.float32)  # same owner, another view
+    assert other_rows is not first and weight_cache.cached_weights() == 2
+    w.copy_(torch.zeros(96, 64).to(torch.float8_e4m3fn))  # the owner changes: both views are stale
+    assert not weight_cache.converted_weight(w.t(), torch.float32).any()
+    del w
+    gc.collect()
+    assert weight_cache.cached_weights() == 0
