@@ -17,6 +17,8 @@ CPU table (bf16 inputs, ``b`` row-major [K, N] as in the issue's table):
              gelu in fp32, one rounding to bf16, the reductions of y.float()
   epilogue   the epilogue alone on a precomputed fp32 accumulator (+bias, gelu, round, the three
              reductions), compiled by inductor: the floor is bare + epilogue
+  gemm+gelu  oneDNN's GEMM with bias and gelu(tanh) as post-ops (torch.ops.mkldnn._linear_pointwise),
+             no reductions, no copy into y: what the fused CPU path's GEMM alone costs
 fp8 table (--fp8-shapes): the same workload with fp8 e4m3fn ``a``/``b`` (rowwise scales) against
 bf16 inputs of the same shape, both with ``b`` column-major ([N, K] storage, the layout
 ``torch._scaled_mm`` takes), plus ``fast_accum=True``, and the GEMMs that bound it (oneDNN bf16
@@ -163,6 +165,8 @@ def build_cpu_case(shape: Shape, device: torch.device, inductor: bool) -> CpuCas
     max_diff = float((y.float() - eager_fp32(a, b, bias, g)[0].float()).abs().max())
     fns: dict[str, Callable[[], object]] = {"fused": fused, "bare": lambda: torch.mm(a, b),
                                             "eager32": lambda: eager_fp32(a, b, bias, g)}
+    if device.type == "cpu":
+        fns["gemm+gelu"] = lambda: torch.ops.mkldnn._linear_pointwise(a, b.t(), bias, "gelu", [], "tanh")
     if inductor:
         graph = torch.compile(bf16_graph, dynamic=False)
         epi = torch.compile(epilogue_alone, dynamic=False)
@@ -181,28 +185,30 @@ def cpu_header(args: argparse.Namespace, threads: int) -> str:
 
 
 def format_cpu_run(cases: list[CpuCase], times: list[dict[str, float]]) -> str:
-    cols = ("fused", "one-off", "bare", "inductor", "eager32", "epilogue")
+    cols = ("fused", "one-off", "bare", "inductor", "eager32", "epilogue", "gemm+gelu")
     lines = [f"{'M x N x K':>19} {'backend':>7} " + " ".join(f"{c:>9}" for c in cols)
-             + f" {'f/ind':>6} {'f/bare':>6} {'f/floor':>7} {'f/e32':>6} {'1off/f':>6} {'max|dy|':>8}"]
+             + f" {'f/ind':>6} {'f/bare':>6} {'f/floor':>7} {'f/g+g':>6} {'f/e32':>6} {'1off/f':>6} {'max|dy|':>8}"]
     for case, t in zip(cases, times):
         floor = t["bare"] + t["epilogue"]
-        ind = t.get("inductor", math.nan)
-        cells = [t["fused"], case.one_off, t["bare"], ind, t["eager32"], t["epilogue"]]
+        ind, gg = t.get("inductor", math.nan), t.get("gemm+gelu", math.nan)
+        cells = [t["fused"], case.one_off, t["bare"], ind, t["eager32"], t["epilogue"], gg]
         lines.append(f"{str(case.shape):>19} {case.backend:>7} " + " ".join(f"{v:9.2f}" for v in cells)
                      + f" {t['fused'] / ind:6.2f} {t['fused'] / t['bare']:6.2f} {t['fused'] / floor:7.2f}"
-                     f" {t['fused'] / t['eager32']:6.2f} {case.one_off / t['fused']:6.2f} {case.max_diff:8.4f}")
+                     f" {t['fused'] / gg:6.2f} {t['fused'] / t['eager32']:6.2f} {case.one_off / t['fused']:6.2f}"
+                     f" {case.max_diff:8.4f}")
     return "\n".join(lines)
 
 
 def stability(cases: list[CpuCase], runs: list[list[dict[str, float]]]) -> str:
     """Per shape, the spread of each ratio over the runs."""
     lines = [f"ratio spread over {len(runs)} runs (min / median / max):",
-             f"{'M x N x K':>19} {'fused/inductor':>22} {'fused/bare':>22} {'fused/floor':>22}"]
+             f"{'M x N x K':>19} {'fused/inductor':>22} {'fused/bare':>22} {'fused/floor':>22}"
+             f" {'gemm+gelu/bare':>22}"]
     for i, case in enumerate(cases):
         cells = []
-        for other in ("inductor", "bare", "floor"):
-            ratios = [run[i]["fused"] / (run[i]["bare"] + run[i]["epilogue"] if other == "floor"
-                                         else run[i].get(other, math.nan)) for run in runs]
+        for num, other in (("fused", "inductor"), ("fused", "bare"), ("fused", "floor"), ("gemm+gelu", "bare")):
+            ratios = [run[i].get(num, math.nan) / (run[i]["bare"] + run[i]["epilogue"] if other == "floor"
+                                                   else run[i].get(other, math.nan)) for run in runs]
             cells.append(f"{min(ratios):6.2f} /{statistics.median(ratios):6.2f} /{max(ratios):6.2f}")
         lines.append(f"{str(case.shape):>19} " + " ".join(f"{c:>22}" for c in cells))
     return "\n".join(lines)
