@@ -3,8 +3,9 @@
 Every workload is ``y = gelu_tanh(a @ b + bias)`` (bf16 out) with ``Reduce("sum")``,
 ``Reduce("sumsq")`` and ``Reduce("sum", group=G)`` (G = 64 unless the shape says ``:gG``).
 All variants of a shape are timed in the same rounds, one after another, so load from other
-processes hits them alike; a time is the best of those rounds (ms), and every ratio printed is
-of two times measured in the same run (lower is better for fused / other).
+processes hits them alike; a time is the best of those rounds (ms; at least --repeat rounds,
+more for fast shapes, see --min-seconds), and every ratio printed is of two times measured in
+the same run (lower is better for fused / other).
 
 CPU table (bf16 inputs, ``b`` row-major [K, N] as in the issue's table):
   fused      scaled_mm(backend="auto"), back-to-back calls
@@ -91,12 +92,16 @@ def time_once(fn: Callable[[], object], device: torch.device) -> float:
 
 
 def time_interleaved(fns: dict[str, Callable[[], object]], device: torch.device, repeat: int,
-                     warmup: int = 2) -> dict[str, float]:
-    """Best wall time (ms) of each function over ``repeat`` rounds; every round runs every
-    function once, back to back."""
+                     warmup: int = 2, min_seconds: float = 0.0) -> dict[str, float]:
+    """Best wall time (ms) of each function over ``repeat`` rounds (more for fast functions:
+    enough rounds for the slowest one to run ``min_seconds``, at most 200); every round runs
+    every function once, back to back."""
+    slowest = 0.0
     for fn in fns.values():
         for _ in range(warmup):
-            fn()
+            slowest = max(slowest, time_once(fn, device) / 1e3)
+    if min_seconds and slowest:
+        repeat = max(repeat, min(200, math.ceil(min_seconds / slowest)))
     best = {name: math.inf for name in fns}
     for _ in range(repeat):
         for name, fn in fns.items():
@@ -180,7 +185,8 @@ def build_cpu_case(shape: Shape, device: torch.device, inductor: bool) -> CpuCas
 def cpu_header(args: argparse.Namespace, threads: int) -> str:
     return (f"fused scaled GEMM, {time.strftime('%Y-%m-%d %H:%M')}, torch {torch.__version__}, "
             f"{cpu_name()}, {threads} threads, bf16 in/out, bias + gelu(tanh) + sum + sumsq + "
-            f"sum(group), best of {args.repeat} interleaved rounds; epilogue floor "
+            f"sum(group), best of >= {args.repeat} interleaved rounds (>= {args.min_seconds} s for the "
+            f"slowest variant); epilogue floor "
             f"{'compiled by inductor' if args.inductor else 'in eager torch'}")
 
 
@@ -214,19 +220,19 @@ def stability(cases: list[CpuCase], runs: list[list[dict[str, float]]]) -> str:
     return "\n".join(lines)
 
 
-def fp8_rows(shapes: list[Shape], device: torch.device, repeat: int) -> str:
-    lines = [f"fp8 e4m3fn (rowwise scales) against bf16, b column-major, best of {repeat} rounds (ms):",
+def fp8_rows(shapes: list[Shape], device: torch.device, repeat: int, min_seconds: float) -> str:
+    lines = [f"fp8 e4m3fn (rowwise scales) against bf16, b column-major, best of >= {repeat} rounds (ms):",
              f"{'M x N x K':>19} {'bf16':>8} {'fp8':>8} {'fp8 fast':>8} {'fp8/bf16':>8} {'fast/bf16':>9}"
              f" {'dnn bf16':>8} {'dnn fp32':>8} {'f32/bf16':>8} {'qlin fp8':>9}"]
     for shape in shapes:
-        t = _time_fp8_shape(shape, device, repeat)
+        t = _time_fp8_shape(shape, device, repeat, min_seconds)
         lines.append(f"{str(shape):>19} {t['bf16']:8.2f} {t['fp8']:8.2f} {t['fp8 fast']:8.2f} "
                      f"{t['fp8'] / t['bf16']:8.2f} {t['fp8 fast'] / t['bf16']:9.2f} {t['dnn bf16']:8.2f} "
                      f"{t['dnn fp32']:8.2f} {t['dnn fp32'] / t['dnn bf16']:8.2f} {t.get('qlinear', math.nan):9.2f}")
     return "\n".join(lines)
 
 
-def _time_fp8_shape(shape: Shape, device: torch.device, repeat: int) -> dict[str, float]:
+def _time_fp8_shape(shape: Shape, device: torch.device, repeat: int, min_seconds: float) -> dict[str, float]:
     m, n, k, g = shape.m, shape.n, shape.k, shape.group
     a32, w32 = torch.randn(m, k, device=device) * 4, torch.randn(n, k, device=device) * 4
     a8, w8 = a32.to(torch.float8_e4m3fn), w32.to(torch.float8_e4m3fn)
@@ -251,7 +257,7 @@ def _time_fp8_shape(shape: Shape, device: torch.device, repeat: int) -> dict[str
         fns["qlinear"]()
     except Exception:  # noqa: BLE001 - not in this build: leave the column empty
         fns.pop("qlinear", None)
-    return time_interleaved(fns, device, repeat)
+    return time_interleaved(fns, device, repeat, min_seconds=min_seconds)
 
 
 # -- GPU sweep ---------------------------------------------------------------------------------
@@ -336,6 +342,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--shapes", default=DEFAULT_SHAPES, help="comma-separated MxNxK[:gG] list")
     parser.add_argument("--fp8-shapes", default=DEFAULT_FP8_SHAPES, help="fp8 table shapes ('' to skip)")
     parser.add_argument("--repeat", type=int, default=5, help="timed rounds per run (best of)")
+    parser.add_argument("--min-seconds", type=float, default=0.5,
+                        help="more rounds for fast shapes: until the slowest variant ran this long")
     parser.add_argument("--runs", type=int, default=2, help="repeat the whole CPU table, for stability")
     parser.add_argument("--no-inductor", dest="inductor", action="store_false",
                         help="skip torch.compile (the inductor column; the epilogue floor runs eager)")
@@ -361,7 +369,8 @@ def run_cpu_tables(args: argparse.Namespace, device: torch.device) -> None:
         print(f"  built {shape} (backend {cases[-1].backend}, one-off {cases[-1].one_off:.2f} ms)", flush=True)
     runs = []
     for run in range(args.runs):
-        runs.append([time_interleaved(case.fns, device, args.repeat) for case in cases])
+        runs.append([time_interleaved(case.fns, device, args.repeat, min_seconds=args.min_seconds)
+                     for case in cases])
         load.append(load_average())
         print(f"\nrun {run + 1} of {args.runs} (load average after: {load[-1]})")
         print(format_cpu_run(cases, runs[-1]), flush=True)
@@ -370,7 +379,7 @@ def run_cpu_tables(args: argparse.Namespace, device: torch.device) -> None:
     print(f"\nload average (1 min) at start and after each run: {' / '.join(load)}")
     fp8_shapes = [Shape.parse(s) for s in args.fp8_shapes.split(",") if s]
     if fp8_shapes:
-        print("\n" + fp8_rows(fp8_shapes, device, args.repeat))
+        print("\n" + fp8_rows(fp8_shapes, device, args.repeat, args.min_seconds))
         print(f"load average after the fp8 table: {load_average()}")
 
 
