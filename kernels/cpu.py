@@ -3,11 +3,11 @@
 Each block of rows goes through one oneDNN call (``torch.ops.mkldnn._linear_pointwise``) that
 already applies the bias and the first activation when no scale precedes them; the rest of
 the epilogue, the cast into ``y`` (in place) and every reduction then run on that block while
-it is hot. Blocks are split only when each still holds about :data:`_MIN_SPLIT_ELEMENTS`
-outputs, and spread over a pool of threads, one per intra-op thread, whose OpenMP runtime is
-told (per thread, never globally) to run one thread each: every core finishes its own blocks
-in its own cache and no OpenMP barrier is crossed per small op. torch's own thread settings
-are never changed.
+it is hot. Blocks are split only when each still holds :data:`_MIN_SPLIT_ELEMENTS` outputs
+(a smaller problem is one block, run with torch's own threads), and spread over a pool of
+threads, one per intra-op thread, whose OpenMP runtime is told (per thread, never globally)
+to run one thread each: every core finishes its own blocks in its own cache and no OpenMP
+barrier is crossed per small op. torch's own thread settings are never changed.
 
 Precision: the GEMM runs in bf16 only when its rounded output *is* the final ``y`` (bf16
 out, no scales, nothing left to apply, no fp32-source reduction) or when ``fast_accum=True``
@@ -48,9 +48,12 @@ _ONEDNN_ACTIVATIONS = {"silu": ("swish", ""), "sigmoid": ("sigmoid", ""),
 # Aim for blocks of about this many output elements (measured best on a 2-core Zen 4 VM:
 # fewer small ops per output beat strict L2 residency: a bf16 block is 1 MiB = L2, fp32 in L3).
 _BLOCK_ELEMENTS = 1 << 19
-# Split a problem across workers only while each block keeps at least this many outputs:
-# below it the per-block cost (Python, ~10 small ATen calls, a thread hand-off) dominates.
-_MIN_SPLIT_ELEMENTS = 1 << 17
+# Split a problem across workers only while each block keeps at least this many outputs; a
+# smaller problem runs as one block on the calling thread with torch's own threads. Measured
+# on the 2-core Zen 4 VM (benchmarks/results/fused_gemm_cpu_2026-11-30_AMD-EPYC.txt): 512^3
+# and 1024x512x512 as one block beat two blocks of 128K / 256K outputs in every round, and
+# inductor; 1024x1024x512 is faster as two blocks of 512K.
+_MIN_SPLIT_ELEMENTS = 1 << 19
 _BF16_EXACT = FP8_DTYPES + (torch.bfloat16,)
 
 
@@ -121,7 +124,7 @@ def fallback_reason(p: Problem) -> str:
 def block_rows(m: int, n: int, workers: int) -> int:
     """Rows per block: about ``_BLOCK_ELEMENTS`` outputs and at least 256 rows (the weight is
     re-read once per block), cut so every worker gets a block while each block still holds
-    ``_MIN_SPLIT_ELEMENTS`` outputs (512x512: two blocks of 256 rows, not four of 128); then
+    ``_MIN_SPLIT_ELEMENTS`` outputs (512x512 stays one block, 1024x1024 makes two); then
     evened out over the blocks, so a call needs one oneDNN primitive, not a second one for a
     short last block (M = 3000: twelve blocks of 250 rows, not eleven of 256 and one of 184)."""
     n = max(n, 1)

@@ -162,7 +162,9 @@ def test_weight_cache_is_bounded_and_skips_inference_tensors():
 
 
 @pytest.mark.parametrize(("m", "n", "workers", "rows"), [
-    (512, 512, 2, 256),       # two blocks of 128K outputs, not four of 64K
+    (512, 512, 2, 512),       # one block of 256K outputs: faster than two of 128K
+    (1024, 512, 2, 1024),
+    (1024, 1024, 2, 512),     # two blocks of 512K
     (4096, 4096, 2, 256),
     (8192, 8192, 2, 256),
     (65536, 256, 2, 2048),
