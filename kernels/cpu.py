@@ -55,6 +55,9 @@ _BLOCK_ELEMENTS = 1 << 19
 # inductor; 1024x1024x512 is faster as two blocks of 512K.
 _MIN_SPLIT_ELEMENTS = 1 << 19
 _BF16_EXACT = FP8_DTYPES + (torch.bfloat16,)
+# Up to this many rows, the GEMM reads the whole weight for little work (decode-size M): a
+# row-major b is then cached as a dense [N, K] copy, which oneDNN reads ~1.4x faster.
+_DENSE_WEIGHT_ROWS = 64
 
 
 # -- what this torch build offers (each checked once) ------------------------------------------
@@ -328,7 +331,8 @@ def _make_plan(p: Problem) -> _Plan:
                       and fused_ops == len(p.epilogue)
                       and all(r.source == "output" for r in p.reductions))
     attr, algorithm = activation or ("none", "")
-    return _Plan(compute=compute, a=p.a.to(compute).contiguous(), w=converted_weight(p.b, compute),
+    w = converted_weight(p.b, compute, dense=p.m <= _DENSE_WEIGHT_ROWS)
+    return _Plan(compute=compute, a=p.a.to(compute).contiguous(), w=w,
                  bias=bias, onednn=onednn, attr=attr, algorithm=algorithm, inside=inside,
                  fused_ops=fused_ops, gemm_is_output=gemm_is_output,
                  steps=reduction_steps(p.reductions, p.n),

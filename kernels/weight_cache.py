@@ -59,11 +59,13 @@ def _forgetter(key: _Key) -> Callable[[object], None]:
     return lambda _: _forget(key)
 
 
-def converted_weight(b: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+def converted_weight(b: torch.Tensor, dtype: torch.dtype, *, dense: bool = False) -> torch.Tensor:
     """``b`` ([K, N]) as an ``[N, K]`` tensor of ``dtype``: a view when no conversion is needed
     (dense when ``b`` is column-major, as ``torch._scaled_mm`` wants it), else a dense copy
-    made once and reused while ``b`` is alive and unmodified."""
-    if b.dtype == dtype:
+    made once and reused while ``b`` is alive and unmodified. ``dense=True`` asks for the
+    dense ``[N, K]`` copy also when only the layout differs (a GEMM with few rows reads the
+    whole weight per call, and reads it fastest dense)."""
+    if b.dtype == dtype and (not dense or b.t().is_contiguous()):
         return b.t()
     if b.is_inference():  # no version counter to tell an in-place write: convert every time
         return b.t().to(dtype, memory_format=torch.contiguous_format)
