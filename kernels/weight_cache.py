@@ -29,7 +29,7 @@ CAPACITY = 8
 class _Entry:
     ref: weakref.ref[torch.Tensor]
     stamp: tuple[object, ...]
-    converted: torch.Tensor
+    converted: torch.Tensor | None  # None: a layout-only copy, asked for once so far
 
 
 _Key = tuple[object, ...]
@@ -64,31 +64,37 @@ def converted_weight(b: torch.Tensor, dtype: torch.dtype, *, dense: bool = False
     (dense when ``b`` is column-major, as ``torch._scaled_mm`` wants it), else a dense copy
     made once and reused while ``b`` is alive and unmodified. ``dense=True`` asks for the
     dense ``[N, K]`` copy also when only the layout differs (a GEMM with few rows reads the
-    whole weight per call, and reads it fastest dense)."""
-    if b.dtype == dtype and (not dense or b.t().is_contiguous()):
+    whole weight per call, and reads it fastest dense); that copy is made on the second call
+    with the same weight, so a one-off call does not pay for a transpose it will not reuse."""
+    layout_only = b.dtype == dtype
+    if layout_only and (not dense or b.t().is_contiguous()):
         return b.t()
     if b.is_inference():  # no version counter to tell an in-place write: convert every time
-        return b.t().to(dtype, memory_format=torch.contiguous_format)
+        return b.t() if layout_only else b.t().to(dtype, memory_format=torch.contiguous_format)
     owner, key, stamp = _owner(b), _key(b, dtype), _stamp(b)
     with _lock:
         entry = _entries.get(key)
-        if entry is not None and entry.ref() is owner and entry.stamp == stamp:
+        hit = entry is not None and entry.ref() is owner and entry.stamp == stamp
+        if hit:
             _entries.move_to_end(key)
+        if hit and entry is not None and entry.converted is not None:
             return entry.converted
-    converted = torch.empty(b.shape[1], b.shape[0], dtype=dtype, device=b.device)
-    converted.copy_(b.t())
+    converted = None
+    if hit or not layout_only:
+        converted = torch.empty(b.shape[1], b.shape[0], dtype=dtype, device=b.device)
+        converted.copy_(b.t())
     with _lock:
         _entries[key] = _Entry(weakref.ref(owner, _forgetter(key)), stamp, converted)
         _entries.move_to_end(key)
         while len(_entries) > CAPACITY:
             _entries.popitem(last=False)
-    return converted
+    return b.t() if converted is None else converted
 
 
 def cached_weights() -> int:
     """How many converted weights are held now (for tests and benchmarks)."""
     with _lock:
-        return len(_entries)
+        return sum(entry.converted is not None for entry in _entries.values())
 
 
 def clear() -> None:

@@ -228,13 +228,17 @@ def test_a_view_made_on_every_call_hits_the_cache():
 def test_dense_copy_of_a_row_major_weight_for_few_rows():
     weight_cache.clear()
     b = torch.randn(64, 96, dtype=torch.bfloat16)  # [K, N] row-major
-    dense = weight_cache.converted_weight(b, torch.bfloat16, dense=True)
+    first = weight_cache.converted_weight(b, torch.bfloat16, dense=True)
+    assert first.data_ptr() == b.data_ptr() and weight_cache.cached_weights() == 0  # a one-off: no copy
+    dense = weight_cache.converted_weight(b, torch.bfloat16, dense=True)  # used again: copy it
     assert dense.is_contiguous() and torch.equal(dense, b.t()) and weight_cache.cached_weights() == 1
+    assert weight_cache.converted_weight(b, torch.bfloat16, dense=True) is dense
     column_major = torch.randn(96, 64, dtype=torch.bfloat16).t()
     assert weight_cache.converted_weight(column_major, torch.bfloat16, dense=True).data_ptr() == column_major.data_ptr()
     weight_cache.clear()
     a = torch.randn(7, 64, dtype=torch.bfloat16)
-    y, _ = scaled_mm(a, b, backend="cpu")                      # 7 rows: the dense copy is made
+    y, _ = scaled_mm(a, b, backend="cpu")
+    y, _ = scaled_mm(a, b, backend="cpu")                      # 7 rows, twice: the dense copy is made
     assert weight_cache.cached_weights() == 1
     big, _ = scaled_mm(torch.randn(200, 64, dtype=torch.bfloat16), b, backend="cpu")  # no copy
     assert weight_cache.cached_weights() == 1
