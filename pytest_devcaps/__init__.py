@@ -9,20 +9,54 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pytest_devcaps.model import CapabilityRecord, DeviceIdentity, Level, ProbeOutcome
+from pytest_devcaps.model import CapabilityRecord, DeviceIdentity, Fact, Level, ProbeOutcome
 from pytest_devcaps.version import __version__
 
 if TYPE_CHECKING:
+    from pytest_devcaps.decorators import (
+        hardware,
+        requires_capabilities,
+        requires_capability,
+        requires_devices,
+        requires_memory,
+        skip_on,
+        tolerance,
+        xfail_on,
+    )
+    from pytest_devcaps.pytorch_compat import DevcapsCapabilities, capabilities_mapping
     from pytest_devcaps.registry import CapabilityRegistry, DeviceCapabilities
+    from pytest_devcaps.testcase import DevcapsMixin, DevcapsTestCase
+    from pytest_devcaps.tolerances import Tolerance, Tolerances
+
+#: Names served lazily (importing this package must stay light: the probe child imports it),
+#: by the module that defines them.
+_LAZY = {
+    "CapabilityRegistry": "registry",
+    "DeviceCapabilities": "registry",
+    "hardware": "decorators",
+    "requires_capabilities": "decorators",
+    "requires_capability": "decorators",
+    "requires_devices": "decorators",
+    "requires_memory": "decorators",
+    "skip_on": "decorators",
+    "tolerance": "decorators",
+    "xfail_on": "decorators",
+    "DevcapsMixin": "testcase",
+    "DevcapsTestCase": "testcase",
+    "DevcapsCapabilities": "pytorch_compat",
+    "capabilities_mapping": "pytorch_compat",
+    "Tolerance": "tolerances",
+    "Tolerances": "tolerances",
+}
 
 __all__ = [
     "CapabilityRecord",
-    "CapabilityRegistry",
-    "DeviceCapabilities",
     "DeviceIdentity",
+    "Fact",
     "Level",
     "ProbeOutcome",
     "__version__",
+    *_LAZY,
 ]
 
 PLUGIN_NAME = "devcaps"
@@ -39,8 +73,9 @@ def pytest_addhooks(pluginmanager: Any) -> None:
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("CapabilityRegistry", "DeviceCapabilities"):
-        from pytest_devcaps import registry
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pytest_devcaps' has no attribute {name!r}")
+    import importlib
 
-        return getattr(registry, name)
-    raise AttributeError(f"module 'pytest_devcaps' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"pytest_devcaps.{module}"), name)

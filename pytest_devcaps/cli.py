@@ -11,7 +11,8 @@ import argparse
 import sys
 from typing import Sequence
 
-from pytest_devcaps.errors import DevcapsError
+from pytest_devcaps.errors import ConfigError, DevcapsError
+from pytest_devcaps.registry.options import DEFAULT_PROBE_TIMEOUT, check_probe_timeout
 
 EXIT_USAGE = 2
 
@@ -24,7 +25,16 @@ def _add_registry_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", metavar="NAME|FILE",
                         help="evaluate the vendor rules against a device profile instead of probing")
     parser.add_argument("--reprobe", action="store_true", help="ignore the probe cache")
-    parser.add_argument("--probe-timeout", type=float, default=10.0, metavar="SECONDS")
+    parser.add_argument("--probe-timeout", type=_seconds, default=DEFAULT_PROBE_TIMEOUT,
+                        metavar="SECONDS", help="seconds one probe may take (above 0, at most a day)")
+
+
+def _seconds(text: str) -> float:
+    """argparse type for timeouts: argparse turns the error into its usage message, exit 2."""
+    try:
+        return check_probe_timeout(text, source="--probe-timeout")
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,13 +48,23 @@ def build_parser() -> argparse.ArgumentParser:
                        help="with several devices, also print each device's reasons")
     probe.add_argument("--device", action="append", default=[], metavar="D",
                        help="only these devices or device types (repeatable)")
+    probe.add_argument("--explain", metavar="CAP",
+                       help="how CAP's answer was reached: the rule that fired (with the fact "
+                            "values), the probe, the layers that replaced it, the source")
     _add_registry_arguments(probe)
     commands.add_parser("profiles", help="list the shipped device profiles")
-    lint = commands.add_parser("lint", help="report hardcoded device checks (CUDA availability calls, "
-                               "moves to CUDA, 'cuda' device literals) in Python files")
+    lint = commands.add_parser("lint", help="report hardcoded device checks (CUDA availability, "
+                               "architecture and GPU-count gates, moves, device literals, torch.cuda "
+                               "calls, NCCL, autocast, CUDA-only decorators); --fix rewrites them")
     lint.add_argument("paths", nargs="*", default=["."], help="files or folders (default: .)")
     lint.add_argument("--exclude", action="append", default=[], metavar="GLOB",
                       help="skip matching paths (repeatable), e.g. '*/backends/*'")
+    lint.add_argument("--format", choices=("text", "json", "github"), default="text",
+                      help="text (default), json, or github (annotations in GitHub Actions)")
+    rewrite = lint.add_mutually_exclusive_group()
+    rewrite.add_argument("--fix", action="store_true",
+                         help="rewrite what can be rewritten in place (needs pytest-devcaps[lint])")
+    rewrite.add_argument("--diff", action="store_true", help="print what --fix would change, as a patch")
     check = commands.add_parser("check", help="probe, then run the bundled suites on every device")
     check.add_argument("--devices", metavar="TYPES", help="comma-separated device types")
     check.add_argument("--overrides", nargs="+", default=[], metavar="FILE")
@@ -66,6 +86,11 @@ def command_probe(args: argparse.Namespace) -> int:
         reprobe=args.reprobe,
         probe_timeout=args.probe_timeout,
     )
+    if args.explain:
+        from pytest_devcaps.explain import show_explanation
+
+        show_explanation(options, args.explain, args.device)
+        return 0
     show_registry(options, args.device, as_json=args.json, verbose=args.verbose)
     return 0
 
@@ -81,14 +106,10 @@ def command_profiles(args: argparse.Namespace) -> int:
 
 
 def command_lint(args: argparse.Namespace) -> int:
-    from pytest_devcaps.lint import lint_paths
+    from pytest_devcaps.lint.command import run
 
-    findings = lint_paths(args.paths, args.exclude)
-    for finding in findings:
-        print(finding)
-    if findings:
-        print(f"devcaps lint: {len(findings)} hardcoded device check(s)", file=sys.stderr)
-    return 1 if findings else 0
+    mode = "fix" if args.fix else "diff" if args.diff else "check"
+    return run(args.paths, args.exclude, args.format, mode)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -3,7 +3,26 @@
 from __future__ import annotations
 
 import difflib
+import reprlib
 from typing import Iterable
+
+class _ShortRepr(reprlib.Repr):
+    """reprlib's limits, for dict and list subclasses too (reprlib would repr those in full:
+    the YAML loader's LineDict/LineList, which an alias bomb makes huge)."""
+
+    def repr1(self, x: object, level: int) -> str:
+        if isinstance(x, dict) and type(x) is not dict:
+            return self.repr_dict(x, level)
+        if isinstance(x, list) and type(x) is not list:
+            return self.repr_list(x, level)
+        return super().repr1(x, level)
+
+
+_SHORT = _ShortRepr()
+_SHORT.maxstring = _SHORT.maxother = _SHORT.maxlong = 60
+_SHORT.maxlevel = 3
+#: The longest text short_repr returns (deep nesting multiplies reprlib's per-level limits).
+_SHORT_MAX = 100
 
 
 def closest(name: str, candidates: Iterable[str], *, cutoff: float = 0.6) -> str | None:
@@ -16,6 +35,16 @@ def did_you_mean(name: str, candidates: Iterable[str], *, cutoff: float = 0.6) -
     """`` (did you mean 'x'?)`` or an empty string."""
     match = closest(name, candidates, cutoff=cutoff)
     return f" (did you mean {match!r}?)" if match else ""
+
+
+def short_repr(value: object) -> str:
+    """``repr(value)`` cut to about 60 characters, for error messages quoting user input (a
+    400-digit size, a huge list); never raises (ints past Python's 4300-digit ``str`` limit too)."""
+    try:
+        text = _SHORT.repr(value)
+    except Exception:
+        return f"<{type(value).__name__} too large to show>"
+    return text if len(text) <= _SHORT_MAX else text[:_SHORT_MAX - 3] + "..."
 
 
 class DevcapsError(Exception):
@@ -67,6 +96,28 @@ class UnknownDeviceError(DevcapsError, LookupError):
         listed = ", ".join(self.known) or "none"
         return f"no device {self.device!r} in this registry; devices: {listed}" \
                f"{did_you_mean(self.device, self.known)}"
+
+
+class UnsafeFileError(DevcapsError):
+    """A path devcaps refuses to read or to replace: not a regular file, too large, or (a cache
+    file) not owned by this user or writable by others. ``path`` is the file, ``reason`` why."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+class DevcapsWarning(UserWarning):
+    """A problem pytest-devcaps worked around (a backend whose discovery raised, ...).
+
+    Inside a pytest session the plugin issues these through pytest
+    (:class:`pytest_devcaps.configwarnings.DevcapsConfigWarning`), so ``-W`` and
+    ``filterwarnings`` apply and they appear in the warnings summary.
+    """
 
 
 class MarkerError(DevcapsError):

@@ -1,5 +1,6 @@
-"""Device-generic fixtures: ``device``, ``device_type``, ``dtype``, ``devcaps``, ``dist_backend``,
-``device_runtime``."""
+"""Device-generic fixtures: ``device``, ``device_type``, ``dtype``, ``devcaps``, ``devices``,
+``tolerances``, ``dist_backend``, ``device_runtime``; ``devcaps_device`` / ``devcaps_dtype`` are
+``device`` / ``dtype`` under names a project's own fixtures do not take (see ``parametrize``)."""
 
 from __future__ import annotations
 
@@ -8,35 +9,76 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_devcaps.errors import UnknownDeviceError
+from pytest_devcaps.parametrize import DEVICE_NAMES, DTYPE_NAMES, callspec_param
+from pytest_devcaps.pytorch_compat import class_device_type
+from pytest_devcaps.require import skip_unless_required
 from pytest_devcaps.state import session_state
 
 if TYPE_CHECKING:
     import torch
 
     from pytest_devcaps.registry import DeviceCapabilities
+    from pytest_devcaps.tolerances import Tolerances
 
 
 def item_device(item: pytest.Item) -> str:
-    """The device key a test runs on: its ``device`` parameter when that names a device of the
-    registry (ours, or a user's own parametrization), else the session's primary device."""
+    """The device key a test runs on: its ``device`` (or ``devcaps_device``) parameter when that
+    names a device of the registry (ours, or a user's own parametrization), else its class's
+    ``device_type`` (PyTorch's generated classes), else the session's primary device."""
     state = session_state(item.config)
-    callspec = getattr(item, "callspec", None)
-    if callspec is not None and "device" in callspec.params:
+    param = callspec_param(getattr(item, "callspec", None), DEVICE_NAMES)
+    if param is not None:
         try:
-            return state.registry.identity(str(callspec.params["device"])).key
+            return state.registry.identity(str(param)).key
         except UnknownDeviceError:  # an empty parameter set, or a parameter not a device here
             pass
+    kind = class_device_type(getattr(item, "cls", None))
+    if kind is not None:
+        try:
+            return state.registry.identity(kind).key
+        except UnknownDeviceError:  # a device type without answers: evaluation says so
+            return kind
     return state.primary_device
+
+
+def _device_key(request: pytest.FixtureRequest) -> str:
+    param = getattr(request, "param", None)
+    if param is None:
+        param = callspec_param(getattr(request.node, "callspec", None), DEVICE_NAMES)
+    return str(param) if param is not None else session_state(request.config).primary_device
 
 
 @pytest.fixture
 def device(request: pytest.FixtureRequest) -> torch.device:
     """The ``torch.device`` this test instance runs on; tests are instantiated once per selected
-    device type (ids ``[cpu]``, ``[cuda]``...). Select with ``--devcaps-devices`` / ``--devcaps-except``."""
+    device type (ids ``[cpu]``, ``[cuda]``...). Select with ``--devcaps-devices`` / ``--devcaps-except``.
+    A project's own ``device`` fixture replaces this one (and is not parametrized by devcaps)."""
     import torch
 
-    key = getattr(request, "param", None) or session_state(request.config).primary_device
-    return torch.device(key)
+    return torch.device(_device_key(request))
+
+
+@pytest.fixture
+def devcaps_device(request: pytest.FixtureRequest) -> torch.device:
+    """``device`` under a name no project fixture takes: parametrized per selected device even
+    where the project defines its own ``device``."""
+    import torch
+
+    return torch.device(_device_key(request))
+
+
+@pytest.fixture
+def devices(device: torch.device, request: pytest.FixtureRequest) -> list[torch.device]:
+    """Every device of the test's device type, the test's own first (PyTorch's
+    ``deviceCountAtLeast`` passes the same list); pair with ``requires_devices(n)``."""
+    import torch
+
+    identity = session_state(request.config).registry.identity(str(device))
+    if identity.index is None:
+        return [device]
+    others = [torch.device(identity.type, index) for index in range(identity.count)
+              if index != device.index]
+    return [device, *others]
 
 
 @pytest.fixture
@@ -45,20 +87,49 @@ def device_type(device: torch.device) -> str:
     return device.type
 
 
-@pytest.fixture
-def dtype(request: pytest.FixtureRequest) -> torch.dtype:
-    """The dtype under test, parametrized by ``@pytest.mark.dtypes(...)`` (float32 without it)."""
+def _dtype(request: pytest.FixtureRequest) -> torch.dtype:
     import torch
 
-    return getattr(request, "param", None) or torch.float32
+    param = getattr(request, "param", None)
+    if param is None:
+        param = callspec_param(getattr(request.node, "callspec", None), DTYPE_NAMES)
+    return param if param is not None else torch.float32
+
+
+@pytest.fixture
+def dtype(request: pytest.FixtureRequest) -> torch.dtype:
+    """The dtype under test, parametrized by ``@pytest.mark.dtypes(...)`` (float32 without it).
+    A project's own ``dtype`` fixture replaces this one; ``devcaps_dtype`` is this one still."""
+    return _dtype(request)
+
+
+@pytest.fixture
+def devcaps_dtype(request: pytest.FixtureRequest) -> torch.dtype:
+    """``dtype`` under a name no project fixture takes."""
+    return _dtype(request)
 
 
 @pytest.fixture
 def devcaps(request: pytest.FixtureRequest) -> DeviceCapabilities:
     """The capability registry seen from this test's device: ``devcaps.has("dtype.bf16")``,
-    ``devcaps["attention.flash"]`` (a record with level, reason and source)."""
+    ``devcaps["attention.flash"]`` (a record with level, reason and source),
+    ``devcaps.dispatch_key`` (``"CUDA"``...)."""
     state = session_state(request.config)
     return state.registry.view(item_device(request.node))
+
+
+@pytest.fixture
+def tolerances(request: pytest.FixtureRequest) -> Tolerances:
+    """The test's ``tolerance`` marks seen from its device and dtype:
+    ``tolerances.assert_close(actual, expected)``, ``tolerances.atol``, ``**tolerances.kwargs()``."""
+    from pytest_devcaps.conditions import known_facts
+    from pytest_devcaps.tolerances import Tolerances, parse_tolerance
+
+    registry = session_state(request.config).registry
+    facts = known_facts(registry)
+    rules = [parse_tolerance(m.args, m.kwargs, facts) for m in request.node.iter_markers("tolerance")]
+    dtype = callspec_param(getattr(request.node, "callspec", None), DTYPE_NAMES)
+    return Tolerances(rules, registry.identity(item_device(request.node)), dtype)
 
 
 @pytest.fixture
@@ -80,7 +151,8 @@ def dist_backend(device: torch.device, request: pytest.FixtureRequest) -> str:
     if capability in registry.catalogue:
         record = registry.record(capability, str(device))
         if not record.available:
-            pytest.skip(f"requires {capability} on {device}: {record.describe()}")
+            skip_unless_required(request.config, [capability],
+                                 f"requires {capability} on {device}: {record.describe()}")
     return backend
 
 

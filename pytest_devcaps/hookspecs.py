@@ -25,16 +25,19 @@ def pytest_devcaps_register_backends(registrar: BackendRegistrar) -> None:
     """Add backend adapters (for example an out-of-tree PrivateUse1 device).
 
     :param registrar: call ``registrar.add(adapter)`` with an object satisfying
-        :class:`pytest_devcaps.backends.base.BackendAdapter`.
+        :class:`pytest_devcaps.backends.base.BackendAdapter`. Its ``facts`` declares the facts
+        ``discover()`` sets (name -> ``Fact(description, version=False)``): vendor rules,
+        override files and profiles may name only declared facts (or the identity fields).
 
     Example ``conftest.py``::
 
         import pytest
-        from pytest_devcaps import DeviceIdentity
+        from pytest_devcaps import DeviceIdentity, Fact
 
         class MyNpuBackend:
             type = "npu"
             visible_devices_variable = "NPU_VISIBLE_DEVICES"
+            facts = {"generation": Fact("Acme NPU generation: 1, 2")}
 
             def is_available(self):
                 return True

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any, Mapping
 
 
@@ -27,10 +28,41 @@ class Level(str, enum.Enum):
             return cls(str(text).strip().lower())
         except ValueError:
             valid = ", ".join(level.value for level in cls)
-            raise ValueError(f"invalid level {text!r}; expected one of: {valid}") from None
+            given = str(text)
+            shown = repr(given) if len(given) <= 60 else f"{given[:60]!r}..."
+            raise ValueError(f"invalid level {shown}; expected one of: {valid}") from None
 
     def __str__(self) -> str:
         return self.value
+
+
+@dataclass(frozen=True)
+class Fact:
+    """A device fact that rules, overrides and profiles may name.
+
+    ``version``: its values are version strings (``"12.8"``), compared component-wise, so
+    ``12.10`` is later than ``12.8`` (see :mod:`pytest_devcaps.config.expressions`).
+    """
+
+    description: str
+    version: bool = False
+
+
+#: The facts every device has: :meth:`DeviceIdentity.rule_facts` sets exactly these names
+#: (plus what its backend adapter declares in ``facts``).
+IDENTITY_FACTS: Mapping[str, Fact] = MappingProxyType({
+    "type": Fact("torch device type: cpu, cuda, xpu, mps, hpu or a PrivateUse1 name"),
+    "index": Fact("device index (None for the cpu)"),
+    "vendor": Fact("lower-case vendor: nvidia, amd, intel, apple, habana, cpu..."),
+    "name": Fact("the device's marketing name"),
+    "arch": Fact("architecture: sm_90, gfx942, pvc, apple-m3, gaudi3, avx512..."),
+    "memory_bytes": Fact("device memory in bytes (None when unknown)"),
+    "memory_gib": Fact("device memory in GiB (None when unknown)"),
+    "count": Fact("how many devices of this model the machine has"),
+    "torch_version": Fact("torch.__version__", version=True),
+    "runtime_version": Fact("the device runtime's version (CUDA, HIP, SYCL...)", version=True),
+    "driver_version": Fact("the device driver's version", version=True),
+})
 
 
 @dataclass(frozen=True)
@@ -174,7 +206,12 @@ class ProbeOutcome:
     ``NATIVE`` means "the op ran"; vendor rules decide whether that is native or emulated.
     ``UNSUPPORTED`` means the op refused to run; ``UNKNOWN`` means the probe could not tell
     (it crashed, hung, or does not apply to this device).
+
+    ``transient``: the outcome says more about this run than about the device (the probe timed
+    out, the runner failed, the child was killed from outside); it is not cached, so the next
+    run asks again.
     """
 
     level: Level
     reason: str
+    transient: bool = False

@@ -14,7 +14,9 @@ from typing import Any, Sequence
 import pytest
 
 from pytest_devcaps.errors import ConfigError
+from pytest_devcaps.files import replace_refusal
 from pytest_devcaps.registry import CapabilitySetting, RegistryOptions
+from pytest_devcaps.registry.options import DEFAULT_PROBE_TIMEOUT, check_probe_timeout
 
 ENV_DEVICES = "PYTEST_DEVCAPS_DEVICES"
 ENV_EXCEPT = "PYTEST_DEVCAPS_EXCEPT"
@@ -22,13 +24,18 @@ ENV_OVERRIDES = "PYTEST_DEVCAPS_OVERRIDES"
 ENV_PROFILE = "PYTEST_DEVCAPS_PROFILE"
 ENV_REQUIRE = "PYTEST_DEVCAPS_REQUIRE"
 ENV_PROBE_TIMEOUT = "PYTEST_DEVCAPS_PROBE_TIMEOUT"
+ENV_HARDWARE = "PYTEST_DEVCAPS_HARDWARE"
 
-DEVICES_HELP = "comma-separated device types to run device tests on (default: every type present)"
+DEVICES_HELP = ("comma-separated device types to run device tests on, each present here "
+                "(default: every type present)")
 EXCEPT_HELP = "comma-separated device types to leave out"
 OVERRIDES_HELP = "capability override YAML file (repeatable; later files win)"
 PROFILE_HELP = "plan against a device profile (shipped name or YAML file) instead of running"
-REQUIRE_HELP = "comma-separated capabilities this runner must have: their skips become failures"
+REQUIRE_HELP = ("comma-separated capabilities this runner must have: a test skipped for one "
+                "is an error instead")
 TIMEOUT_HELP = "seconds one empirical probe may take before it counts as unknown"
+HARDWARE_HELP = ("comma-separated hardware classes to run (generic, accelerator, a device type or "
+                 "vendor); other tests are deselected")
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -56,6 +63,13 @@ def add_options(parser: pytest.Parser) -> None:
                   default=[])
     parser.addini("devcaps_require", REQUIRE_HELP, type="string", default="")
     parser.addini("devcaps_probe_timeout", TIMEOUT_HELP, type="string", default="")
+    _add_hardware_option(group, parser)
+
+
+def _add_hardware_option(group: Any, parser: pytest.Parser) -> None:
+    group.addoption("--devcaps-hardware", dest="devcaps_hardware", metavar="CLASSES",
+                    help=HARDWARE_HELP)
+    parser.addini("devcaps_hardware", HARDWARE_HELP, type="string", default="")
 
 
 @dataclass(frozen=True)
@@ -78,6 +92,7 @@ class DevcapsSettings:
     reprobe: bool
     probe_timeout: Setting
     pin_workers: bool
+    hardware: Setting = Setting((), "default")
 
     def registry_options(self) -> RegistryOptions:
         return RegistryOptions(
@@ -102,11 +117,34 @@ class DevcapsSettings:
             flags.append(f"--devcaps-profile={self.profile.value}")
         if self.require.value:
             flags.append(f"--devcaps-require={','.join(self.require.value)}")
+        if self.hardware.value:
+            flags.append(f"--devcaps-hardware={','.join(self.hardware.value)}")
         return flags
 
 
 def _split(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def _names(setting: Setting) -> Setting:
+    """A comma-separated list, duplicates dropped (``cpu,cpu`` would run every test twice);
+    a value that names nothing (``,``) is an error, not "no restriction"."""
+    names = tuple(dict.fromkeys(_split(setting.value or "")))
+    if setting.value and not names:
+        raise ConfigError(f"{setting.value!r} names nothing", file=setting.source)
+    return Setting(names, setting.source)
+
+
+def _json_path(text: str | None) -> str | None:
+    """``--devcaps-json``, checked now: at the end of the run it would be too late to say."""
+    if text is None:
+        return None
+    if not text.strip():
+        raise ConfigError("needs a file path", file="--devcaps-json")
+    refusal = replace_refusal(Path(text))
+    if refusal:
+        raise ConfigError(refusal, file="--devcaps-json")
+    return text
 
 
 def _layered(config: pytest.Config, option: str, env: str, ini: str) -> Setting:
@@ -141,32 +179,34 @@ def resolve_settings(config: pytest.Config) -> DevcapsSettings:
                             f"ini option devcaps_overrides in {config.inipath}")
     for path in overrides.value:
         if not Path(path).is_file():
-            raise ConfigError(f"override file {str(path)!r} does not exist", file=overrides.source)
-
-    timeout_value = 10.0
-    if timeout.value not in (None, ""):
-        try:
-            timeout_value = float(timeout.value)
-            if timeout_value <= 0:
-                raise ValueError
-        except ValueError:
-            raise ConfigError(f"invalid probe timeout {timeout.value!r}: expected seconds > 0",
-                              file=timeout.source) from None
+            state = "is not a regular file" if Path(path).exists() else "does not exist"
+            raise ConfigError(f"override file {str(path)!r} {state}", file=overrides.source)
 
     settings = tuple(CapabilitySetting.parse(text, source="--devcaps-set")
                      for text in config.getoption("devcaps_set"))
+    timeout_value = DEFAULT_PROBE_TIMEOUT
+    if timeout.value not in (None, ""):
+        timeout_value = check_probe_timeout(timeout.value, source=timeout.source)
     return DevcapsSettings(
-        devices=Setting(_split(devices.value or ""), devices.source),
-        except_=Setting(_split(except_.value or ""), except_.source),
+        devices=_names(devices),
+        except_=_names(except_),
         overrides=overrides,
         profile=profile,
-        require=Setting(_split(require.value or ""), require.source),
+        require=_names(require),
         capability_settings=settings,
-        json_path=config.getoption("devcaps_json"),
+        json_path=_json_path(config.getoption("devcaps_json")),
         reprobe=bool(config.getoption("devcaps_reprobe")),
         probe_timeout=Setting(timeout_value, timeout.source),
         pin_workers=bool(config.getoption("devcaps_pin_workers")),
+        hardware=_hardware(config),
     )
+
+
+def _hardware(config: pytest.Config) -> Setting:
+    """The selected hardware classes, lower-cased; checked against the vocabulary at collection
+    (a name of an out-of-tree backend needs the registry)."""
+    hardware = _layered(config, "devcaps_hardware", ENV_HARDWARE, "devcaps_hardware")
+    return Setting(tuple(part.lower() for part in _split(hardware.value or "")), hardware.source)
 
 
 KNOWN_DEVICE_TYPES: Sequence[str] = ("cpu", "cuda", "xpu", "mps", "hpu", "mtia", "npu", "privateuseone")

@@ -8,24 +8,28 @@ The fixtures are in ``fixtures``, reports in ``reporting``, plan mode (``--devca
 
 from __future__ import annotations
 
-import warnings
-from typing import Any, Generator
+from typing import Any, Generator, Sequence
 
 import pytest
 
+from pytest_devcaps import configwarnings, parametrize, xdist_hooks
 from pytest_devcaps import markers as _markers
-from pytest_devcaps import xdist_hooks
 from pytest_devcaps.errors import ConfigError, DevcapsError, did_you_mean
 from pytest_devcaps.fixtures import (  # noqa: F401  (fixtures are found by name on this module)
     devcaps,
+    devcaps_device,
+    devcaps_dtype,
     device,
     device_runtime,
     device_type,
+    devices,
     dist_backend,
     dtype,
     item_device,
+    tolerances,
 )
 from pytest_devcaps.options import KNOWN_DEVICE_TYPES, add_options, resolve_settings
+from pytest_devcaps.require import check_required, skip_unless_required
 from pytest_devcaps.state import EVALUATION_KEY, STATE_KEY, SessionState, session_state
 
 pytest_plugins = ["pytest_devcaps.plan"]  # plan mode, with its pytest_cmdline_main hook
@@ -48,14 +52,15 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         settings = resolve_settings(config)
         from pytest_devcaps.library import install_default_registry
-        from pytest_devcaps.registry import CapabilityRegistry, build_registry, catalogue_with_hooks
+        from pytest_devcaps.registry import build_registry, registry_from_snapshot
 
         snapshot = xdist_hooks.worker_snapshot(config)
         if snapshot is not None:
-            catalogue, _ = catalogue_with_hooks(config.hook)
-            registry = CapabilityRegistry.from_snapshot(snapshot, catalogue)
+            registry = registry_from_snapshot(snapshot, config.hook)
         else:
-            registry = build_registry(settings.registry_options(), hook=config.hook)
+            with configwarnings.reissued(config):
+                registry = build_registry(settings.registry_options(), hook=config.hook)
+        check_required(settings.require, registry.catalogue)
         worker = xdist_hooks.worker_number(config) if settings.pin_workers else None
         selected = select_devices(registry, settings, worker)
     except DevcapsError as exc:
@@ -75,6 +80,9 @@ def _register_optional_plugins(config: pytest.Config) -> None:
     from pytest_devcaps import reporting
 
     config.pluginmanager.register(reporting.ReportingPlugin(config), "devcaps-reporting")
+    from pytest_devcaps.suite_hooks import SuiteHooks
+
+    config.pluginmanager.register(SuiteHooks(config), "devcaps-suites")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(xdist_hooks.XdistHooks(config), "devcaps-xdist")
     try:
@@ -94,19 +102,20 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def select_devices(registry: Any, settings: Any, worker: int | None = None) -> list[str]:
     """Device keys the ``device`` fixture is parametrized over: the first device of each type, or
-    in xdist worker number ``worker`` (``--devcaps-pin-workers``) device ``worker mod count``."""
+    in xdist worker number ``worker`` (``--devcaps-pin-workers``) device ``worker mod count``.
+
+    A type named in ``--devcaps-devices`` must be present (naming it says the run expects it;
+    leaving the option unset means every type present), and the selection must not be empty:
+    either would leave device tests with an empty parameter set, skipped as "got empty
+    parameter set" and exit 0.
+    """
     present = registry.device_types()
-    known = list(dict.fromkeys([*KNOWN_DEVICE_TYPES, *present]))
-    for setting in (settings.devices, settings.except_):
-        for name in setting.value:
-            if name not in known:
-                raise ConfigError(f"unknown device type {name!r}{did_you_mean(name, known)}; "
-                                  f"present here: {', '.join(present)}", file=setting.source)
-            if name not in present and setting is settings.devices:
-                warnings.warn(f"pytest-devcaps: device type {name!r} from {setting.source} is not "
-                              f"present on this machine (present: {', '.join(present)})", stacklevel=1)
+    _check_device_types(settings, present)
     wanted = [t for t in (settings.devices.value or present) if t in present]
     chosen = [t for t in wanted if t not in settings.except_.value]
+    if not chosen:
+        raise ConfigError(f"no device type left to run device tests on (present: "
+                          f"{', '.join(present)})", file=settings.except_.source)
     keys: list[str] = []
     for type_ in chosen:
         identity = registry.identity(type_)
@@ -117,49 +126,61 @@ def select_devices(registry: Any, settings: Any, worker: int | None = None) -> l
     return keys
 
 
-def _user_parametrizes(metafunc: pytest.Metafunc, name: str) -> bool:
-    for mark in metafunc.definition.iter_markers("parametrize"):
-        argnames = mark.args[0] if mark.args else mark.kwargs.get("argnames", "")
-        names = [a.strip() for a in argnames.split(",")] if isinstance(argnames, str) else list(argnames)
-        if name in names:
-            return True
-    return False
+def _check_device_types(settings: Any, present: list[str]) -> None:
+    known = list(dict.fromkeys([*KNOWN_DEVICE_TYPES, *present]))
+    for setting in (settings.devices, settings.except_):
+        for name in setting.value:
+            if name not in known:
+                raise ConfigError(f"unknown device type {name!r}{did_you_mean(name, known)}; "
+                                  f"present here: {', '.join(present)}", file=setting.source)
+            if name not in present and setting is settings.devices:
+                raise ConfigError(f"device type {name!r} is not present on this machine (present: "
+                                  f"{', '.join(present)}); leave the option unset to run on every "
+                                  "type present", file=setting.source)
+
+
+def _devcaps_marks(node: pytest.Item) -> list[pytest.Mark]:
+    return [m for m in node.iter_markers() if m.name in _markers.SIGNATURES]
+
+
+def _validate_marks(node: pytest.Item, registry: Any, fixturenames: Sequence[str] | None) -> None:
+    """Check the devcaps marks ``node`` sees; the test's own marks must also have the fixture
+    they parametrize (a module's ``pytestmark = dtypes(...)`` serves only its dtype tests)."""
+    own = [m for m in node.own_markers if m.name in _markers.SIGNATURES]
+    _markers.validate_marks([m for m in _devcaps_marks(node) if m not in own], registry)
+    _markers.validate_marks(own, registry, fixturenames)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     state = session_state(metafunc.config)
-    marks = [m for m in metafunc.definition.iter_markers()
-             if m.name in ("requires_capability", "requires_devices", "requires_memory", "dtypes")]
     problem = None
     try:
-        _markers.validate_marks(marks, state.registry)
+        _validate_marks(metafunc.definition, state.registry, metafunc.fixturenames)
     except DevcapsError as exc:
         problem = str(exc)
     if problem is not None:  # failing outside the handler keeps the exception chain out
         pytest.fail(f"{metafunc.definition.nodeid}: {problem}", pytrace=False)
-    if "device" in metafunc.fixturenames and not _user_parametrizes(metafunc, "device"):
-        ids = [key.split(":")[0] for key in state.selected]
-        metafunc.parametrize("device", state.selected, ids=ids, indirect=True)
-    dtypes_mark = metafunc.definition.get_closest_marker("dtypes")
-    if dtypes_mark is not None and "dtype" in metafunc.fixturenames:
-        values = list(dtypes_mark.args)
-        if len(values) == 1 and isinstance(values[0], (list, tuple)):
-            values = list(values[0])
-        if not values:
-            pytest.fail(f"{metafunc.definition.nodeid}: dtypes() needs at least one dtype",
-                        pytrace=False)
-        metafunc.parametrize("dtype", values, ids=[_markers.dtype_name(v) for v in values],
-                             indirect=True)
+    parametrize.parametrize(metafunc, state)
+
+
+MARK_PROBLEM_KEY = pytest.StashKey[str]()
+"""Why a test's devcaps marks are wrong, for tests collected without ``pytest_generate_tests``
+(unittest classes): they cannot fail collection, so they error at setup instead."""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     state = session_state(config)
     for item in items:
-        marks = [m for m in item.iter_markers()
-                 if m.name in ("requires_capability", "requires_devices", "requires_memory")]
+        marks = _devcaps_marks(item)
+        try:
+            _validate_marks(item, state.registry, getattr(item, "fixturenames", None))
+        except DevcapsError as exc:
+            item.stash[MARK_PROBLEM_KEY] = str(exc)
+            continue
+        marks = [m for m in marks if m.name != "dtypes"]
         callspec = getattr(item, "callspec", None)
-        uses_device = callspec is not None and "device" in callspec.params
-        dtype_param = callspec.params.get("dtype") if callspec is not None else None
+        uses_device = parametrize.callspec_param(callspec, parametrize.DEVICE_NAMES) is not None
+        dtype_param = parametrize.callspec_param(callspec, parametrize.DTYPE_NAMES)
         if not marks and not uses_device and dtype_param is None:
             continue
         evaluation = _markers.evaluate(marks, state.registry, item_device(item), dtype_param)
@@ -171,16 +192,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    if MARK_PROBLEM_KEY in item.stash:
+        pytest.fail(item.stash[MARK_PROBLEM_KEY], pytrace=False)
     evaluation = item.stash.get(EVALUATION_KEY, None)
     if evaluation is None or not evaluation.skip:
         return
-    required = set(session_state(item.config).settings.require.value)
-    enforced = [m for m in evaluation.missing if m.key in required]
-    if enforced:
-        names = ", ".join(sorted({m.key for m in enforced}))
-        pytest.fail(f"{names} required on this runner (--devcaps-require) but: {evaluation.reason}",
-                    pytrace=False)
-    pytest.skip(evaluation.reason)
+    skip_unless_required(item.config, evaluation.missing, evaluation.reason)
 
 
 @pytest.hookimpl(wrapper=True)

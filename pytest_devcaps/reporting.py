@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -10,11 +11,14 @@ from typing import Any
 
 import pytest
 
+from pytest_devcaps.errors import DevcapsError
 from pytest_devcaps.files import write_atomic
 from pytest_devcaps.state import SessionState, session_state
 from pytest_devcaps.table import capability_table, compact_levels, describe_identity, describe_origin
 
-JSON_FORMAT = 1
+JSON_FORMAT = 2
+"""2: outcomes are pytest's terminal categories (xfailed, xpassed), ``teardown``, ``reruns``,
+``summary`` and ``collection_errors``."""
 
 
 def header_lines(state: SessionState, *, verbose: bool) -> list[str]:
@@ -45,13 +49,45 @@ def _missing_of(report: pytest.TestReport) -> list[dict[str, str]]:
     return list(data.get("missing", ())) if isinstance(data, dict) else []
 
 
+def record_outcome(entry: dict[str, Any], when: str, category: str) -> None:
+    """Fold one report's terminal category into a test's JSON entry.
+
+    ``outcome`` is the test's own: an error or skip at setup, else the call's (``passed``,
+    ``failed``, ``skipped``, ``xfailed``, ``xpassed``); a rerun attempt (pytest-rerunfailures)
+    only counts in ``reruns``, so the final attempt decides. An error in teardown leaves the
+    outcome alone and sets ``teardown: error``, as pytest shows a passed test with a teardown
+    error as one passed and one error.
+    """
+    if category == "rerun":
+        entry["reruns"] = entry.get("reruns", 0) + 1
+    elif when == "teardown":
+        if category == "error":
+            entry["teardown"] = "error"
+    elif category:  # a passed setup has the empty category
+        entry["outcome"] = category
+
+
 class ReportingPlugin:
-    """Collects per-test outcomes (reports from xdist workers too) and writes the summaries."""
+    """Collects per-test outcomes (reports from xdist workers too) and writes the summaries.
+
+    Outcomes are the categories pytest's terminal counts (``pytest_report_teststatus``, the
+    hook that plugins such as pytest-rerunfailures extend), so the JSON report's ``summary``
+    matches the terminal's last line.
+    """
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.tests: dict[str, dict[str, Any]] = {}
+        self.summary: Counter[str] = Counter()
+        self.collection_errors: list[dict[str, str]] = []
         self.started = time.time()
+
+    def _count(self, report: pytest.TestReport | pytest.CollectReport) -> str:
+        status = self.config.hook.pytest_report_teststatus(report=report, config=self.config)
+        category = str(status[0]) if status else ""
+        if category and getattr(report, "count_towards_summary", True):
+            self.summary[category] += 1
+        return category
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         data = report.__dict__.get("devcaps")
@@ -59,12 +95,15 @@ class ReportingPlugin:
         if isinstance(data, dict):
             entry.update(device=data.get("device"), requires=data.get("requires", []),
                          missing=data.get("missing", []))
-        if report.when == "call" or (report.when == "setup" and not report.passed):
-            entry["outcome"] = report.outcome
-        elif report.when == "teardown" and report.failed:
-            entry["outcome"] = "error"
-        if report.when == "setup" and report.failed:
-            entry["outcome"] = "error"
+        if isinstance(report.__dict__.get("devcaps_hardware"), str):
+            entry["hardware"] = report.__dict__["devcaps_hardware"]
+        record_outcome(entry, report.when, self._count(report))
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self._count(report)
+            self.collection_errors.append({"nodeid": report.nodeid,
+                                           "longrepr": str(report.longrepr)})
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
@@ -84,14 +123,34 @@ class ReportingPlugin:
         state = session_state(self.config)
         if state.is_worker or not state.settings.json_path or state.settings.profile.value:
             return  # a plan wrote its own report (plan.pytest_runtestloop)
-        write_json_report(Path(state.settings.json_path), state, list(self.tests.values()),
-                          exitstatus=int(exitstatus), mode="run")
+        try:
+            write_json_report(Path(state.settings.json_path), state, list(self.tests.values()),
+                              exitstatus=int(exitstatus), mode="run",
+                              outcomes={"summary": dict(self.summary),
+                                        "collection_errors": self.collection_errors})
+        except (OSError, DevcapsError) as exc:  # the path changed since configure checked it
+            message = f"pytest-devcaps: --devcaps-json: cannot write {state.settings.json_path!r}: {exc}"
+            terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+            if terminal is not None:
+                terminal.ensure_newline()
+                terminal.write_line(f"ERROR: {message}", red=True)
+            else:
+                print(f"ERROR: {message}", file=sys.stderr)
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+
+
+def hardware_counts(tests: list[dict[str, Any]]) -> dict[str, int]:
+    """Tests per hardware class (``generic``, ``accelerator``, a device type or vendor)."""
+    return dict(Counter(t["hardware"] for t in tests if t.get("hardware")))
 
 
 def write_json_report(path: Path, state: SessionState, tests: list[dict[str, Any]], *,
-                      exitstatus: int, mode: str) -> None:
+                      exitstatus: int, mode: str, outcomes: dict[str, Any] | None = None) -> None:
+    """The report of a run (``outcomes``: ``summary`` counts by terminal category and
+    ``collection_errors``) or of a plan."""
     registry = state.registry
     payload = {
+        **(outcomes or {}),
         "format": JSON_FORMAT,
         "mode": mode,
         "exitstatus": exitstatus,
@@ -101,5 +160,7 @@ def write_json_report(path: Path, state: SessionState, tests: list[dict[str, Any
         "capabilities": [record.to_dict() for record in registry],
         "meta": registry.meta,
         "tests": sorted(tests, key=lambda t: t["nodeid"]),
+        "hardware": hardware_counts(tests),
+        "hardware_selection": list(state.settings.hardware.value),
     }
     write_atomic(path, json.dumps(payload, indent=1, sort_keys=True, default=str))

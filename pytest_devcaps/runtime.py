@@ -32,7 +32,8 @@ Device = Union[str, "torch.device"]
 
 __all__ = [
     "MemoryStatsUnavailableError", "accelerator_type", "default_dist_backend", "device_count",
-    "device_module", "empty_cache", "is_accelerator", "manual_seed", "max_memory_allocated",
+    "device_module", "empty_cache", "free_memory", "is_accelerator", "manual_seed",
+    "max_memory_allocated",
     "memory_allocated", "memory_stats", "reset_peak_memory_stats", "set_device", "synchronize",
 ]
 
@@ -196,3 +197,35 @@ def set_device(device: Device) -> None:
     if setter is None:
         raise RuntimeError(f"torch has no set_device for device type {dev.type!r}")
     setter(dev.index)
+
+
+def free_memory(device: Device) -> int | None:
+    """Bytes free on ``device`` now; None where nothing reports it.
+
+    An accelerator: the device module's ``mem_get_info`` (free, total), which ``torch.cuda`` and
+    ``torch.xpu`` have, else ``torch.accelerator.get_memory_info`` for torch's accelerator. The
+    CPU: ``MemAvailable`` of ``/proc/meminfo`` (what the kernel estimates can be allocated
+    without swapping; Linux only).
+    """
+    dev = _device(device)
+    if dev.type == "cpu":
+        return _meminfo_available()
+    reader = _function(dev, "mem_get_info", accelerator_name="get_memory_info")
+    if reader is None:
+        return None
+    try:
+        free, _total = _call_with_index(reader, dev)
+    except (RuntimeError, TypeError, ValueError):  # a backend without the query behind it
+        return None
+    return int(free)
+
+
+def _meminfo_available(path: str = "/proc/meminfo") -> int | None:
+    try:
+        with open(path, encoding="ascii", errors="replace") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024  # the kernel reports kB (KiB)
+    except (OSError, ValueError, IndexError):
+        return None
+    return None

@@ -45,3 +45,34 @@ def test_check_fails_when_a_suite_runs_no_tests(capsys: pytest.CaptureFixture[st
     out = capsys.readouterr().out
     assert "kernels  -        collected no tests (pytest exit code 5)" in out
     assert "devcaps check: FAILED in kernels" in out
+
+
+def test_check_passes_relative_paths_to_suites_that_run_elsewhere(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The suites run in a temporary folder: a relative --overrides path reaches them resolved,
+    and a file a suite writes there (a relative --junitxml) is reported, not lost silently."""
+    (tmp_path / "ov.yaml").write_text("devcaps: 1\noverrides:\n  - match: {type: cpu}\n    set:\n"
+                                      "      dtype.fp8_e4m3fn: {level: unsupported, reason: lab policy}\n")
+    monkeypatch.chdir(tmp_path)
+    status = main(["check", "--suite", "kernels", "--overrides", "ov.yaml", "--",
+                   "-k", "test_fp8_e4m3fn", "--junitxml=junit.xml"])
+    captured = capsys.readouterr()
+    assert status == 0, captured.out
+    row = next(line for line in captured.out.splitlines() if line.startswith("kernels  cpu"))
+    assert row.split()[2:6] == ["0", "0", "0", "1"]  # skipped for the capability the override set
+    assert ("devcaps check: suite kernels wrote junit.xml into its temporary working folder, which is "
+            "deleted now; give paths in pytest arguments as absolute paths") in captured.err
+
+
+@pytest.mark.parametrize("target", ["directory", "device", "under-a-file"])
+def test_check_json_path_that_is_not_a_regular_file_exits_2_before_running(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], target: str) -> None:
+    import os
+
+    path = {"directory": str(tmp_path), "device": os.devnull,
+            "under-a-file": str(tmp_path / "notes.txt" / "out.json")}[target]
+    (tmp_path / "notes.txt").write_text("x")
+    assert main(["check", "--suite", "kernels", "--json", path]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("devcaps: error: --json: ")
+    assert "[1/1] suite kernels" not in captured.out  # refused before any suite ran

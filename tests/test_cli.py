@@ -108,3 +108,21 @@ def test_capability_matrix_has_a_column_per_device() -> None:
     lines = capability_matrix(CapabilityRegistry(devices, records, catalogue), devices)
     assert lines[0].split() == ["cpu", "acme:0"]
     assert lines[1].split() == ["dtype.bf16", "emulated/probe", "native/vendor-rule"]
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "0", "-5", "soon"])
+def test_probe_timeout_must_be_finite_and_positive(capsys: pytest.CaptureFixture[str], value: str) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["probe", "--probe-timeout", value])
+    assert info.value.code == 2
+    assert (f"devcaps probe: error: argument --probe-timeout: must be a finite number of seconds above 0 "
+            f"and at most 86400, got '{value}'") in capsys.readouterr().err
+
+
+def test_set_for_a_device_that_matches_nothing_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["probe", "--set", "dtype.bf16=unsupported@cdua"]) == 2
+    assert "no device here matches 'cdua'" in capsys.readouterr().err
+    # With a profile, the profile's devices are the ones to match.
+    assert main(["probe", "--json", "--profile", "nvidia-h100", "--set", "dtype.bf16=unsupported@cuda"]) == 0
+    records = json.loads(capsys.readouterr().out)["capabilities"]
+    assert next(r for r in records if r["capability"] == "dtype.bf16")["source"] == "cli"

@@ -12,6 +12,7 @@ from pytest_devcaps.backends.hpu import HpuAdapter
 from pytest_devcaps.backends.mps import MpsAdapter
 from pytest_devcaps.backends.privateuse1 import PrivateUse1Adapter
 from pytest_devcaps.backends.xpu import XpuAdapter
+from pytest_devcaps.errors import DevcapsWarning
 from pytest_devcaps.model import DeviceIdentity
 
 __all__ = [
@@ -42,7 +43,7 @@ def discover_devices(adapters: Iterable[BackendAdapter]) -> list[DeviceIdentity]
             found = adapter.discover()
         except Exception as exc:
             warnings.warn(f"pytest-devcaps: skipping the {kind or repr(adapter)} backend: "
-                          f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=2)
+                          f"{type(exc).__name__}: {exc}", DevcapsWarning, stacklevel=2)
             continue
         for identity in found:
             if identity.key not in seen:  # two adapters must not claim the same device

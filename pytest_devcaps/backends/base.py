@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import Mapping, Protocol, runtime_checkable
 
-from pytest_devcaps.model import DeviceIdentity
+from pytest_devcaps.model import DeviceIdentity, Fact
+
+#: The host OS, set by every builtin adapter.
+PLATFORM_FACT = Fact("sys.platform of the host: linux, win32, darwin")
 
 
 @runtime_checkable
@@ -28,6 +31,14 @@ class BackendAdapter(Protocol):
         Nothing reads it yet: it is kept in the protocol for partitioning devices across
         pytest-xdist workers (each worker sees its own slice through this variable).
         """
+        ...
+
+    @property
+    def facts(self) -> Mapping[str, Fact]:
+        """The facts ``discover()`` may set in ``DeviceIdentity.facts``, by name, beyond the
+        identity fields (``pytest_devcaps.model.IDENTITY_FACTS``). Rules, overrides and
+        profiles may name only these: anything else is refused as a typo. Static data: it is
+        read without a device (``pytest_devcaps.facts``)."""
         ...
 
     def is_available(self) -> bool: ...

@@ -8,14 +8,20 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
-from pytest_devcaps.backends.base import TorchDeviceAdapter, torch_version, total_ram_bytes
-from pytest_devcaps.model import DeviceIdentity
+from pytest_devcaps.backends.base import (
+    PLATFORM_FACT,
+    TorchDeviceAdapter,
+    torch_version,
+    total_ram_bytes,
+)
+from pytest_devcaps.model import DeviceIdentity, Fact
 
 #: Facts vocabulary for ``isa``, with the /proc/cpuinfo flags that show each one.
 _CPUINFO_FLAGS: Mapping[str, str] = {
     "avx2": "avx2", "avx512f": "avx512", "avx512_bf16": "avx512_bf16",
     "avx512_fp16": "avx512_fp16", "amx_bf16": "amx_bf16", "amx_int8": "amx_int8",
     "amx_fp16": "amx_fp16", "asimd": "neon", "sve": "sve",
+    "asimdhp": "arm_fp16", "bf16": "arm_bf16",  # Arm FEAT_FP16 / FEAT_BF16 (Features line)
 }
 #: The same from ``torch.cpu.get_capabilities()`` (torch >= 2.10).
 _TORCH_CAPABILITIES: Mapping[str, str] = {
@@ -24,7 +30,7 @@ _TORCH_CAPABILITIES: Mapping[str, str] = {
     "amx_fp16": "amx_fp16",
 }
 _ISA_ORDER = ("avx2", "avx512", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_int8",
-              "amx_fp16", "neon", "sve")
+              "amx_fp16", "neon", "sve", "arm_fp16", "arm_bf16")
 
 
 def parse_cpuinfo(text: str) -> tuple[str | None, set[str]]:
@@ -76,6 +82,14 @@ class CpuAdapter(TorchDeviceAdapter):
 
     type = "cpu"
     visible_devices_variable = None
+    facts: Mapping[str, Fact] = {
+        "isa": Fact("vector/matrix ISA extensions: avx2, avx512, avx512_bf16, avx512_fp16, "
+                    "amx_bf16, amx_int8, amx_fp16, neon, sve"),
+        "cpu_capability": Fact("torch.backends.cpu.get_cpu_capability(): DEFAULT, AVX2, AVX512..."),
+        "cores": Fact("os.cpu_count()"),
+        "machine": Fact("platform.machine(): x86_64, aarch64, arm64..."),
+        "platform": PLATFORM_FACT,
+    }
 
     def __init__(self, cpuinfo: Path = Path("/proc/cpuinfo")) -> None:
         self.cpuinfo = cpuinfo

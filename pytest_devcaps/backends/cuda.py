@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
-from pytest_devcaps.backends.base import TorchDeviceAdapter, torch_version
-from pytest_devcaps.model import DeviceIdentity
+from pytest_devcaps.backends.base import PLATFORM_FACT, TorchDeviceAdapter, torch_version
+from pytest_devcaps.model import DeviceIdentity, Fact
 
 
 def _text(value: Any) -> str:
@@ -63,6 +63,20 @@ class CudaAdapter(TorchDeviceAdapter):
     """``cuda`` devices: NVIDIA via NVML, AMD via torch (torch.version.hip set)."""
 
     type = "cuda"
+    facts: Mapping[str, Fact] = {
+        # NVIDIA
+        "compute_capability": Fact("CUDA compute capability as a number: 8.0, 8.9, 9.0, 10.0"),
+        "sm": Fact("compute capability as an integer: 80, 89, 90, 100"),
+        "cuda_version": Fact("torch.version.cuda", version=True),
+        "cudnn_version": Fact("torch.backends.cudnn.version(), an integer: 90100 is 9.1.0"),
+        "nvml": Fact("whether NVML described the device: ok, or why not"),
+        "uuid": Fact("the NVML device UUID (GPU-...)"),
+        "nvml_index": Fact("the NVML index of the device"),
+        # AMD
+        "gcn_arch": Fact("gcnArchName with its feature flags: gfx942:sramecc+:xnack-"),
+        "rocm_version": Fact("ROCm major.minor from torch.version.hip", version=True),
+        "platform": PLATFORM_FACT,
+    }
 
     def __init__(self, nvml_loader: Callable[[], Any] | None = None,
                  cuda_module: Any | None = None) -> None:

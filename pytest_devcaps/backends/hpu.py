@@ -6,10 +6,10 @@ import importlib
 import importlib.util
 import re
 import sys
-from typing import Any
+from typing import Any, Mapping
 
-from pytest_devcaps.backends.base import TorchDeviceAdapter, torch_version
-from pytest_devcaps.model import DeviceIdentity
+from pytest_devcaps.backends.base import PLATFORM_FACT, TorchDeviceAdapter, torch_version
+from pytest_devcaps.model import DeviceIdentity, Fact
 
 
 def gaudi_arch(name: str) -> tuple[str, int | None]:
@@ -42,6 +42,10 @@ def _hpu_module() -> Any | None:
 class HpuAdapter(TorchDeviceAdapter):
     type = "hpu"
     visible_devices_variable = "HABANA_VISIBLE_MODULES"
+    facts: Mapping[str, Fact] = {
+        "gaudi_generation": Fact("Gaudi generation: 1, 2, 3 (None when the name does not say)"),
+        "platform": PLATFORM_FACT,
+    }
 
     def is_available(self) -> bool:
         module = _hpu_module()

@@ -6,9 +6,15 @@ import platform
 import re
 import subprocess
 import sys
+from typing import Mapping
 
-from pytest_devcaps.backends.base import TorchDeviceAdapter, torch_version, total_ram_bytes
-from pytest_devcaps.model import DeviceIdentity
+from pytest_devcaps.backends.base import (
+    PLATFORM_FACT,
+    TorchDeviceAdapter,
+    torch_version,
+    total_ram_bytes,
+)
+from pytest_devcaps.model import DeviceIdentity, Fact
 
 
 def apple_chip(brand: str) -> tuple[str, int | None]:
@@ -31,6 +37,12 @@ def _chip_brand() -> str:
 class MpsAdapter(TorchDeviceAdapter):
     type = "mps"
     visible_devices_variable = None
+    facts: Mapping[str, Fact] = {
+        "chip_generation": Fact("Apple M-series generation: 1 for M1, 3 for M3"),
+        "macos_version": Fact("platform.mac_ver(): 14.4", version=True),
+        "max_allocation_bytes": Fact("largest single allocation (None: torch does not say)"),
+        "platform": PLATFORM_FACT,
+    }
 
     def is_available(self) -> bool:
         import torch

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, Mapping
 
-from pytest_devcaps.backends.base import torch_version
-from pytest_devcaps.model import DeviceIdentity
+from pytest_devcaps.backends.base import PLATFORM_FACT, torch_version
+from pytest_devcaps.model import DeviceIdentity, Fact
 
 _UNRENAMED = "privateuseone"
 
@@ -15,6 +15,7 @@ class PrivateUse1Adapter:
     """Whatever PrivateUse1 is called in this process, through ``torch.get_device_module``."""
 
     visible_devices_variable = None
+    facts: Mapping[str, Fact] = {"platform": PLATFORM_FACT}
 
     @property
     def type(self) -> str:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Any
+from typing import Any, Mapping
 
-from pytest_devcaps.backends.base import TorchDeviceAdapter, torch_version
-from pytest_devcaps.model import DeviceIdentity
+from pytest_devcaps.backends.base import PLATFORM_FACT, TorchDeviceAdapter, torch_version
+from pytest_devcaps.model import DeviceIdentity, Fact
 
 # Best effort from marketing names: (pattern, arch, Xe generation). First match wins.
 _NAME_ARCH = (
@@ -31,6 +31,11 @@ def intel_arch(name: str) -> tuple[str, int | None]:
 class XpuAdapter(TorchDeviceAdapter):
     type = "xpu"
     visible_devices_variable = "ZE_AFFINITY_MASK"
+    facts: Mapping[str, Fact] = {
+        "xe_generation": Fact("Intel Xe generation from the device name: 1, 2"),
+        "has_fp64": Fact("whether the device has fp64 arithmetic (device properties)"),
+        "platform": PLATFORM_FACT,
+    }
 
     def is_available(self) -> bool:
         import torch

@@ -8,14 +8,23 @@ Schema::
         description: bfloat16 arithmetic
         dtypes: [bfloat16]              # optional: torch dtypes this capability gates
         implies: [dtype.fp16]           # optional: capabilities this one needs (enforced)
+        aliases: [dtype.bfloat16]       # optional: other names (PyTorch's) that resolve to this one
     vendors:
       nvidia:                           # DeviceIdentity.vendor, or "*" for every vendor
         dtype.bf16:
           - when: "compute_capability >= 8.0"     # optional; a rule expression over facts
             level: native
             reason: "bf16 tensor cores need sm_80+; found {arch}"
+            source: "torch/testing/_internal/common_cuda.py evaluate_platform_supports_bf16"
           - level: emulated
             reason: "..."
+            source: "..."                 # where the rule comes from (required in the shipped file)
+
+A ``when:`` names device facts only (:mod:`pytest_devcaps.facts`: the identity fields plus
+what the backend adapters declare); any other name is an error with the closest fact. Version
+facts (``torch_version``, ``runtime_version``, ``cuda_version``, ``rocm_version``...) compare
+as versions, with a number literal read as written: ``runtime_version >= 12.10`` holds for
+12.10 and not for 12.8, the same as ``runtime_version >= "12.10"``.
 """
 
 from __future__ import annotations
@@ -25,11 +34,10 @@ import gc
 import hashlib
 import importlib.resources
 import json
-import pickle
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, Union
 
 from pytest_devcaps.config.expressions import Expression, compile_expression
 from pytest_devcaps.config.yamlsource import (
@@ -39,15 +47,28 @@ from pytest_devcaps.config.yamlsource import (
     check_document,
     check_identifier,
     check_keys,
+    document_from_plain,
+    document_to_plain,
     expect_list,
     expect_mapping,
     expect_str,
     items,
     line_of,
-    read_yaml_file,
+    parse_yaml_bytes,
+    read_source,
+    short,
 )
-from pytest_devcaps.errors import ConfigError, UnknownCapabilityError, did_you_mean
+from pytest_devcaps.errors import (
+    ConfigError,
+    DevcapsError,
+    UnknownCapabilityError,
+    did_you_mean,
+    short_repr,
+)
 from pytest_devcaps.model import DeviceIdentity, Level
+
+if TYPE_CHECKING:
+    from pytest_devcaps.facts import FactVocabulary
 
 ANY_VENDOR = "*"
 # Vendors of the builtin backends; others (PrivateUse1) are fine unless they look like a typo.
@@ -61,14 +82,16 @@ class CapabilitySpec:
     """One declared capability.
 
     ``dtypes`` are the torch dtype names (``bfloat16``) this capability gates; ``implies`` the
-    capabilities it needs, which the registry enforces. Whether a probe measures it is not said
-    here: a capability is probed when a probe is registered under its name.
+    capabilities it needs, which the registry enforces; ``aliases`` other names (PyTorch's
+    capability names) that markers and lookups resolve to this one. Whether a probe measures it
+    is not said here: a capability is probed when a probe is registered under its name.
     """
 
     name: str
     description: str
     implies: tuple[str, ...] = ()
     dtypes: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -83,7 +106,8 @@ class RuleVerdict:
 class VendorRule:
     """One vendor rule: when ``when`` holds (or always, without it), the answer is ``level``.
 
-    ``reason`` is a template: ``{fact}`` is replaced by that fact's value.
+    ``reason`` is a template: ``{fact}`` is replaced by that fact's value; ``source`` says
+    where the rule comes from (the PyTorch file and function it mirrors, or a vendor document).
     """
 
     level: Level
@@ -91,6 +115,7 @@ class VendorRule:
     when: Expression | None = None
     file: str | None = None
     line: int | None = None
+    source: str | None = None
 
     def matches(self, facts: Mapping[str, Any]) -> bool:
         return self.when is None or self.when.evaluate(facts)
@@ -151,11 +176,16 @@ class Catalogue:
         return name in self.capabilities
 
     def check_name(self, name: str) -> CapabilitySpec:
-        """The spec of ``name``; raises UnknownCapabilityError with the closest valid name."""
+        """The spec of ``name`` or of the capability it is an alias of; raises
+        UnknownCapabilityError with the closest valid name (aliases included)."""
         try:
-            return self.capabilities[name]
+            return self.capabilities[self.aliases().get(name, name)]
         except (KeyError, TypeError):
-            raise UnknownCapabilityError(str(name), self.capabilities) from None
+            raise UnknownCapabilityError(str(name), [*self.capabilities, *self.aliases()]) from None
+
+    def aliases(self) -> Mapping[str, str]:
+        """Every alias and the capability it resolves to (``dtype.fp8`` -> ``mm.scaled``)."""
+        return {alias: spec.name for spec in self.capabilities.values() for alias in spec.aliases}
 
     def capability_for_dtype(self, dtype_name: str) -> str | None:
         """The capability gating torch dtype ``dtype_name`` (``bfloat16``), None when none does."""
@@ -188,12 +218,14 @@ class Catalogue:
             return own
         return own + self.rules.get(ANY_VENDOR, {}).get(capability, ())
 
-    def with_capabilities(self, specs: Iterable[CapabilitySpec],
-                          rules: RulesInput = ()) -> Catalogue:
+    def with_capabilities(self, specs: Iterable[CapabilitySpec], rules: RulesInput = (),
+                          facts: FactVocabulary | None = None) -> Catalogue:
         """A new catalogue with hook-contributed capabilities and rules added.
 
         Added rules are tried before the existing rules of the same vendor and capability.
         Re-declaring an existing capability identically is allowed; differently, an error.
+        Each added rule's ``when`` is checked against ``facts`` (default: the builtin
+        backends' vocabulary; the registry passes the one with hook backends).
         """
         capabilities = dict(self.capabilities)
         added_specs: list[CapabilitySpec] = []
@@ -210,8 +242,9 @@ class Catalogue:
             _check_implies(spec.name, spec.implies, capabilities, Where("<hook>", None, spec.name))
         _check_implication_cycles(capabilities, lambda name: Where("<hook>", None, name))
         _check_dtypes(capabilities, lambda name: Where("<hook>", None, name))
+        _check_aliases(capabilities, lambda name: Where("<hook>", None, name))
 
-        triples = _rule_triples(rules)
+        triples = _checked_rule_facts(_rule_triples(rules), _vocabulary(facts))
         merged = {vendor: dict(by_cap) for vendor, by_cap in self.rules.items()}
         added: dict[tuple[str, str], list[VendorRule]] = {}
         for vendor, capability, rule in triples:
@@ -243,12 +276,34 @@ def _rule_triples(rules: RulesInput) -> list[tuple[str, str, VendorRule]]:
             for vendor, capability, rule in triples]
 
 
+def _checked_rule_facts(triples: list[tuple[str, str, VendorRule]],
+                        facts: FactVocabulary) -> list[tuple[str, str, VendorRule]]:
+    """Hook rules compiled again against the fact vocabulary (unknown facts are errors)."""
+    checked = []
+    for vendor, capability, rule in triples:
+        if rule.when is not None:
+            when = compile_expression(rule.when.text, file=rule.file or "<hook>", line=rule.line,
+                                      key=f"vendors.{vendor}.{capability}", facts=facts)
+            rule = replace(rule, when=when)
+        checked.append((vendor, capability, rule))
+    return checked
+
+
+def _vocabulary(facts: FactVocabulary | None) -> FactVocabulary:
+    if facts is not None:
+        return facts
+    from pytest_devcaps.facts import builtin_vocabulary
+
+    return builtin_vocabulary()
+
+
 def _describe_additions(specs: Sequence[CapabilitySpec],
                         triples: Sequence[tuple[str, str, VendorRule]]) -> str:
     payload = {
-        "capabilities": [[s.name, s.description, list(s.implies), list(s.dtypes)] for s in specs],
+        "capabilities": [[s.name, s.description, list(s.implies), list(s.dtypes), list(s.aliases)]
+                         for s in specs],
         "rules": [[vendor, cap, rule.level.value, rule.reason,
-                   None if rule.when is None else rule.when.text]
+                   None if rule.when is None else rule.when.text, rule.source]
                   for vendor, cap, rule in triples],
     }
     return json.dumps(payload, sort_keys=True)
@@ -264,11 +319,17 @@ def classify(catalogue: Catalogue, identity: DeviceIdentity) -> dict[str, RuleVe
     vendor = str(identity.vendor).lower()
     verdicts: dict[str, RuleVerdict] = {}
     for capability in catalogue.capabilities:
-        for rule in catalogue.rules_for(vendor, capability):
-            if rule.matches(facts):
-                verdicts[capability] = rule.verdict(facts)
-                break
+        rule = first_matching_rule(catalogue, vendor, capability, facts)
+        if rule is not None:
+            verdicts[capability] = rule.verdict(facts)
     return verdicts
+
+
+def first_matching_rule(catalogue: Catalogue, vendor: str, capability: str,
+                        facts: Mapping[str, Any]) -> VendorRule | None:
+    """The rule :func:`classify` uses for one capability: the first whose ``when`` holds."""
+    return next((rule for rule in catalogue.rules_for(vendor, capability) if rule.matches(facts)),
+                None)
 
 
 # --- parsing -----------------------------------------------------------------------------
@@ -277,7 +338,7 @@ def parse_level(value: Any, where: Where) -> Level:
     """A level name from YAML; the error lists the valid levels."""
     if not isinstance(value, str):
         valid = ", ".join(level.value for level in Level)
-        raise where.error(f"expected a level ({valid}), found {value!r}")
+        raise where.error(f"expected a level ({valid}), found {short_repr(value)}")
     try:
         return Level.parse(value)
     except ValueError as exc:
@@ -297,25 +358,38 @@ def parse_verdict(value: Any, where: Where, default_reason: str) -> RuleVerdict:
 
 
 def capability_key(name: Any, where: Where, known: Mapping[str, Any]) -> str:
-    """A capability name used as a key: valid form and declared in the catalogue."""
+    """A capability name used as a key: valid form and declared in the catalogue (an alias is
+    refused naming the capability it stands for: keys take the capability's own name)."""
     if name not in known:
         check_capability_name(name, where)
-        raise where.error(f"unknown capability {name!r}{did_you_mean(str(name), known)}")
+        raise where.error(alias_or_unknown(short(name), known))
     return str(name)
+
+
+def alias_or_unknown(name: str, known: Mapping[str, Any]) -> str:
+    """Why ``name`` is not a capability: an alias of one (say which), or unknown (closest name)."""
+    owner = next((spec.name for spec in known.values()
+                  if name in getattr(spec, "aliases", ())), None)
+    if owner is not None:
+        return f"{name!r} is an alias of {owner!r}; use the capability's own name {owner!r} here"
+    return f"unknown capability {name!r}{did_you_mean(name, known)}"
 
 
 def _parse_capability(name: Any, body: Any, where: Where) -> CapabilitySpec:
     check_capability_name(name, where)
     expect_mapping(body, where)
-    check_keys(body, where, allowed={"description", "implies", "dtypes"},
+    check_keys(body, where, allowed={"description", "implies", "dtypes", "aliases"},
                required={"description"})
     description = expect_str(body["description"], where.child(body, "description"))
     implies = _name_list(body, "implies", where)
     dtypes = _name_list(body, "dtypes", where)
     for dtype in dtypes:
         check_identifier(dtype, where.child(body, "dtypes"), "torch dtype name")
+    aliases = _name_list(body, "aliases", where)
+    for alias in aliases:
+        check_capability_name(alias, where.child(body, "aliases"))
     return CapabilitySpec(name=name, description=description.strip(), implies=implies,
-                          dtypes=dtypes)
+                          dtypes=dtypes, aliases=aliases)
 
 
 def _name_list(body: Mapping[str, Any], key: str, where: Where) -> tuple[str, ...]:
@@ -339,6 +413,22 @@ def _check_dtypes(capabilities: Mapping[str, CapabilitySpec],
                     f"dtype {dtype!r} is already gated by {owner[dtype]!r}; a dtype belongs to "
                     "one capability at most")
             owner[dtype] = spec.name
+
+
+def _check_aliases(capabilities: Mapping[str, CapabilitySpec],
+                   where_of: Callable[[str], Where]) -> None:
+    """An alias names one capability and is not itself a capability name."""
+    owner: dict[str, str] = {}
+    for spec in capabilities.values():
+        for alias in spec.aliases:
+            if alias in capabilities:
+                raise where_of(spec.name).error(
+                    f"alias {alias!r} is the name of a declared capability; an alias must be "
+                    "another name")
+            if owner.setdefault(alias, spec.name) != spec.name:
+                raise where_of(spec.name).error(
+                    f"alias {alias!r} already resolves to {owner[alias]!r}; an alias names one "
+                    "capability")
 
 
 def _check_implication_cycles(capabilities: Mapping[str, CapabilitySpec],
@@ -371,7 +461,8 @@ def _check_implies(name: str, implies: Sequence[str], known: Mapping[str, Any],
                               f"{did_you_mean(target, known)}")
 
 
-def _parse_rules(rules_body: Any, where: Where) -> tuple[VendorRule, ...]:
+def _parse_rules(rules_body: Any, where: Where, facts: FactVocabulary, *,
+                 require_source: bool = False) -> tuple[VendorRule, ...]:
     expect_list(rules_body, where)
     if not rules_body:
         raise where.error("expected at least one rule")
@@ -380,8 +471,8 @@ def _parse_rules(rules_body: Any, where: Where) -> tuple[VendorRule, ...]:
     for index, rule in enumerate(rules_body):
         rule_where = where.child(rules_body, index)
         expect_mapping(rule, rule_where)
-        check_keys(rule, rule_where, allowed={"when", "level", "reason"},
-                   required={"level", "reason"})
+        check_keys(rule, rule_where, allowed={"when", "level", "reason", "source"},
+                   required={"level", "reason", "source"} if require_source else {"level", "reason"})
         if unconditional_line is not None:
             raise rule_where.error(f"rule can never apply: the rule on line {unconditional_line} "
                                    "has no 'when' and always matches first")
@@ -393,18 +484,29 @@ def _parse_rules(rules_body: Any, where: Where) -> tuple[VendorRule, ...]:
                 text = "True" if text else "False"
             expect_str(text, when_where)
             when = compile_expression(text, file=when_where.file, line=when_where.line,
-                                      key=when_where.key)
+                                      key=when_where.key, facts=facts)
         else:
             unconditional_line = rule_where.line
         level = parse_level(rule["level"], rule_where.child(rule, "level"))
         reason = expect_str(rule["reason"], rule_where.child(rule, "reason")).strip()
+        source = None
+        if "source" in rule:
+            source = " ".join(expect_str(rule["source"], rule_where.child(rule, "source")).split())
         parsed.append(VendorRule(level=level, reason=reason, when=when, file=where.file,
-                                 line=rule_where.line))
+                                 line=rule_where.line, source=source))
     return tuple(parsed)
 
 
-def parse_catalogue(document: Any, source: str, raw: bytes) -> Catalogue:
-    """Validate a parsed catalogue document and build the Catalogue."""
+def parse_catalogue(document: Any, source: str, raw: bytes,
+                    facts: FactVocabulary | None = None, *,
+                    require_sources: bool = False) -> Catalogue:
+    """Validate a parsed catalogue document and build the Catalogue; rules may name the facts
+    of ``facts`` (default: the builtin backends' vocabulary).
+
+    ``require_sources``: every vendor rule must say where it comes from (``source:``), as the
+    shipped catalogue's rules do.
+    """
+    vocabulary = _vocabulary(facts)
     check_document(document, source, body_keys={"capabilities", "vendors"},
                    required={"capabilities"})
     top = Where(source, line_of(document), "")
@@ -420,6 +522,7 @@ def parse_catalogue(document: Any, source: str, raw: bytes) -> Catalogue:
         wheres[name] = where
     _check_implication_cycles(capabilities, wheres.__getitem__)
     _check_dtypes(capabilities, wheres.__getitem__)
+    _check_aliases(capabilities, wheres.__getitem__)
 
     rules: dict[str, dict[str, tuple[VendorRule, ...]]] = {}
     if document.get("vendors") is not None:
@@ -429,7 +532,7 @@ def parse_catalogue(document: Any, source: str, raw: bytes) -> Catalogue:
             if vendor != ANY_VENDOR and not (isinstance(vendor, str)
                                              and _VENDOR_PATTERN.match(vendor)):
                 raise vendor_where.error(
-                    f"invalid vendor name {vendor!r}; expected a lower-case name such as "
+                    f"invalid vendor name {short_repr(vendor)}; expected a lower-case name such as "
                     "'nvidia' or '*' for every vendor")
             hint = did_you_mean(vendor, KNOWN_VENDORS, cutoff=0.75)
             if vendor not in KNOWN_VENDORS and vendor != ANY_VENDOR and hint:
@@ -439,7 +542,8 @@ def parse_catalogue(document: Any, source: str, raw: bytes) -> Catalogue:
             vendor_rules = rules.setdefault(vendor, {})
             for capability, rules_body, cap_where in items(by_cap, vendor_where):
                 capability_key(capability, cap_where, capabilities)
-                vendor_rules[capability] = _parse_rules(rules_body, cap_where)
+                vendor_rules[capability] = _parse_rules(rules_body, cap_where, vocabulary,
+                                                        require_source=require_sources)
 
     return Catalogue(capabilities=FrozenMap(capabilities), rules=_freeze_rules(rules),
                      source=source, digest=hashlib.sha256(raw).hexdigest())
@@ -456,53 +560,73 @@ def shipped_catalogue_path() -> Path:
 
 @functools.lru_cache(maxsize=1)
 def _shipped_catalogue(path: Path, mtime_ns: int) -> Catalogue:
-    return _parsed_with_disk_cache(path)
-
-
-_PICKLE_FORMAT = 3  # bump when the pickled classes change shape
-
-
-def _loads_without_gc(data: bytes) -> Any:
-    # Unpickling allocates ~1000 objects; with torch imported, each collection it triggers walks
-    # millions of torch objects (80 ms measured). Nothing here forms cycles worth collecting.
+    # Loading builds thousands of small objects; with torch imported, each collection they
+    # trigger walks millions of torch objects (80 ms for the YAML parse, 400 ms for rebuilding
+    # the cached document, measured). Nothing here forms cycles worth collecting.
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return pickle.loads(data)
+        return _parsed_with_disk_cache(path)
     finally:
         if enabled:
             gc.enable()
 
 
+_CACHE_FORMAT = 1  # bump when document_to_plain changes shape
+
+
+def _cached_document(cached: Path) -> Any:
+    """The document stored at ``cached``, or None: absent, refused (another user's file, or
+    writable by others), torn or of any other shape all mean parsing the YAML again."""
+    from pytest_devcaps.files import read_regular_file
+
+    try:
+        data = json.loads(read_regular_file(cached, trusted=True))
+        if not (isinstance(data, dict) and data.get("format") == _CACHE_FORMAT):
+            return None
+        return document_from_plain(data.get("document"))
+    except (OSError, DevcapsError, ValueError, RecursionError):
+        return None
+
+
 def _parsed_with_disk_cache(path: Path) -> Catalogue:
-    """Parse ``path``, reusing a pickle of the validated catalogue keyed by the file's content.
+    """Parse ``path``, reusing a JSON copy of its parsed YAML document keyed by its content.
 
-    Every session parses the catalogue; validating 500 lines of YAML costs ~100 ms, reading the
-    pickle ~1 ms. A missing, stale or unreadable pickle only means parsing again.
+    With torch imported, parsing 500 lines of YAML costs ~80 ms; reading the JSON copy a few.
+    The copy is plain data (it cannot run code, unlike the pickle it replaces): it is
+    validated again on every load exactly as the YAML would be, and read only when this user
+    owns it and nobody else may write it. Only a document that validated is stored.
     """
-    from pytest_devcaps.version import __version__
     from pytest_devcaps.cache import default_cache_dir
-    from pytest_devcaps.files import write_atomic_bytes
+    from pytest_devcaps.files import write_atomic
+    from pytest_devcaps.version import __version__
 
-    raw = path.read_bytes()
-    key = hashlib.sha256(raw + f"{__version__}/{_PICKLE_FORMAT}".encode()).hexdigest()[:32]
-    cached = default_cache_dir() / f"catalogue-{key}.pickle"
+    raw = read_source(path)
+    key = hashlib.sha256(raw + f"{__version__}/{_CACHE_FORMAT}".encode()).hexdigest()[:32]
+    cached = default_cache_dir() / f"catalogue-{key}.json"
+    document = _cached_document(cached)
+    if document is not None:
+        try:
+            return parse_catalogue(document, str(path), raw, require_sources=True)
+        except ConfigError:
+            pass  # a copy that no longer validates: parse the YAML itself
+    document = parse_yaml_bytes(raw, str(path))
+    catalogue = parse_catalogue(document, str(path), raw, require_sources=True)
     try:
-        catalogue = _loads_without_gc(cached.read_bytes())
-        if isinstance(catalogue, Catalogue) and catalogue.source == str(path):
-            return catalogue
-    except Exception:  # absent, torn, or from another version: parse again
-        pass
-    catalogue = parse_catalogue(*read_yaml_file(path))
-    try:
-        write_atomic_bytes(cached, pickle.dumps(catalogue))
-    except OSError:
-        pass
+        write_atomic(cached, json.dumps({"format": _CACHE_FORMAT,
+                                         "document": document_to_plain(document)}))
+    except (OSError, DevcapsError, TypeError, ValueError):
+        pass  # a read-only cache directory only costs the next session a parse
     return catalogue
 
 
-def load_catalogue(path: str | Path | None = None) -> Catalogue:
-    """Load and validate a catalogue; None means the shipped ``capabilities.yaml``."""
+def load_catalogue(path: str | Path | None = None,
+                   facts: FactVocabulary | None = None) -> Catalogue:
+    """Load and validate a catalogue; None means the shipped ``capabilities.yaml``.
+
+    Rules may name the facts of ``facts`` (default: the builtin backends' vocabulary, which
+    is what the shipped catalogue is checked against).
+    """
     if path is None:
         shipped = shipped_catalogue_path()
         try:
@@ -511,5 +635,5 @@ def load_catalogue(path: str | Path | None = None) -> Catalogue:
             raise ConfigError("the shipped capabilities.yaml is missing from the installation",
                               file=str(shipped)) from None
         return _shipped_catalogue(shipped, mtime)
-    return parse_catalogue(*read_yaml_file(path))
-
+    raw = read_source(path)
+    return parse_catalogue(parse_yaml_bytes(raw, str(path)), str(path), raw, facts)

@@ -7,24 +7,38 @@ whitelist; nothing is ever passed to ``eval``/``exec``.
 
 Semantics chosen for device facts:
 
-* an unknown fact name evaluates to ``None`` (a CPU has no ``compute_capability``);
+* fact names come from the fact vocabulary (:mod:`pytest_devcaps.facts`): compiled with one,
+  a name outside it is refused with the closest valid name (``vendr`` -> ``vendor``); a known
+  fact a device does not have evaluates to ``None`` (a CPU has no ``compute_capability``);
 * an ordering comparison (``< <= > >=``) with ``None`` or between unrelated types is False;
-* two dotted-version strings (or a version string and a number) compare as versions, so
-  ``rocm_version >= "6.3"`` holds for ``"6.10"`` and ``"12.8" == "12.8.0"``;
+* versions compare as versions (``packaging.version``, as ``torch.torch_version.TorchVersion``
+  compares ``torch.__version__``): two dotted-version strings, or a version string and a
+  number, so ``rocm_version >= "6.3"`` holds for ``"6.10"`` and ``"12.8" == "12.8.0"``;
+* a number literal compared with a *version fact* is read as written, not as a float:
+  ``runtime_version >= 12.10`` means version 12.10 (later than 12.8), exactly like
+  ``runtime_version >= "12.10"``; Python would read ``12.10`` as the float 12.1;
 * ``x in None`` is False and ``x not in None`` is True.
 """
 
 from __future__ import annotations
 
 import ast
+import math
 import operator
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from pytest_devcaps.errors import ConfigError
 
+if TYPE_CHECKING:
+    from packaging.version import Version
+
+    from pytest_devcaps.facts import FactVocabulary
+
 MAX_EXPRESSION_LENGTH = 2000
+#: How much of an expression an error message quotes.
+MAX_QUOTED = 200
 
 _VERSION = re.compile(r"^\s*v?(\d+(?:\.\d+)*)(?:[-+_.a-zA-Z].*)?\s*$")
 
@@ -56,35 +70,41 @@ _ORDERING: dict[type, Callable[[Any, Any], bool]] = {
     ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
 }
 _ALLOWED_CONSTANTS = (int, float, str, bool, type(None))
+# YAML and JSON spellings of True/False/None, which Python would read as (missing) fact names.
+_YAML_LITERALS = frozenset({"true", "false", "null", "none", "yes", "no"})
 
 
-def version_tuple(value: Any) -> tuple[int, ...] | None:
-    """``"6.10.1-rc"`` -> ``(6, 10, 1)``; numbers via their text; None when not a version."""
+def as_version(value: Any) -> Version | None:
+    """``"12.8"``, ``"2.13.0+cpu"`` as a :class:`packaging.version.Version`; a vendor string
+    packaging refuses (``"6.3.42131-fa1d09cbd"``) by its leading numbers; None when not a
+    version. Numbers go by their text (``12`` -> ``12``)."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, (int, float)):
+    if isinstance(value, float) and math.isfinite(value):
         value = repr(value)
-    if not isinstance(value, str):
+    elif isinstance(value, int):
+        value = str(value)
+    if not isinstance(value, str) or len(value) > 100:
         return None
     match = _VERSION.match(value)
     if not match:
         return None
-    return tuple(int(part) for part in match.group(1).split("."))
+    from packaging.version import InvalidVersion, Version  # imported only when versions meet
+
+    try:
+        return Version(value.strip())
+    except InvalidVersion:
+        return Version(match.group(1))
 
 
-def _padded(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    width = max(len(a), len(b))
-    return a + (0,) * (width - len(a)), b + (0,) * (width - len(b))
-
-
-def _as_versions(left: Any, right: Any) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
-    """Both sides as padded version tuples when at least one is a version string."""
+def _as_versions(left: Any, right: Any) -> tuple[Version, Version] | None:
+    """Both sides as versions when at least one is a version string."""
     if not (isinstance(left, str) or isinstance(right, str)):
         return None
-    a, b = version_tuple(left), version_tuple(right)
+    a, b = as_version(left), as_version(right)
     if a is None or b is None:
         return None
-    return _padded(a, b)
+    return a, b
 
 
 def facts_equal(left: Any, right: Any) -> bool:
@@ -132,17 +152,23 @@ def _compare(op: ast.cmpop, left: Any, right: Any) -> bool:
 
 @dataclass(frozen=True)
 class Expression:
-    """A validated rule expression; :meth:`evaluate` it against a facts mapping."""
+    """A validated rule expression; :meth:`evaluate` it against a facts mapping.
+
+    ``names``: the fact names it uses; ``versions``: the version facts it was compiled
+    against (a number literal compared with one of them stands for its text).
+    """
 
     text: str
     tree: ast.Expression | None = field(repr=False, compare=False)
     names: frozenset[str] = field(default=frozenset(), compare=False)
+    versions: frozenset[str] = field(default=frozenset(), compare=False)
 
     def evaluate(self, facts: Mapping[str, Any]) -> bool:
         """True when the expression holds for ``facts``; never raises on odd fact values."""
         tree = self.tree
         if tree is None:  # restored from a pickle: parse on first use
-            tree = ast.parse(self.text, mode="eval")
+            tree = _versions_as_written(ast.parse(_one_line(self.text), mode="eval"),
+                                        _one_line(self.text), self.versions)
             object.__setattr__(self, "tree", tree)
         return bool(_evaluate(tree.body, facts))
 
@@ -152,11 +178,59 @@ class Expression:
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickling AST nodes is slow to load back; the text was validated already, so a
         # restored expression only re-parses it.
-        return (_restore, (self.text, self.names))
+        return (_restore, (self.text, self.names, self.versions))
 
 
-def _restore(text: str, names: frozenset[str]) -> Expression:
-    return Expression(text, None, names)
+def _restore(text: str, names: frozenset[str], versions: frozenset[str] = frozenset()
+             ) -> Expression:
+    return Expression(text, None, names, versions)
+
+
+def _one_line(text: str) -> str:
+    """YAML folded text as one logical line (what ``ast.parse`` in eval mode accepts)."""
+    return " ".join(text.strip().splitlines())
+
+
+def quoted(text: str, limit: int = MAX_QUOTED) -> str:
+    """``repr(text)``, cut to about ``limit`` characters: error messages stay short."""
+    if len(text) <= limit:
+        return repr(text)
+    return repr(text[:limit]) + f"... ({len(text)} characters)"
+
+
+class _VersionLiterals(ast.NodeTransformer):
+    """In a comparison involving a version fact, number literals become their source text:
+    ``runtime_version >= 12.10`` compares with ``"12.10"``, not with the float 12.1."""
+
+    def __init__(self, source: str, versions: frozenset[str]) -> None:
+        self.source = source
+        self.versions = versions
+
+    def visit_Compare(self, node: ast.Compare) -> ast.AST:
+        operands = [node.left, *node.comparators]
+        if any(isinstance(o, ast.Name) and o.id in self.versions for o in operands):
+            node.left, *rest = [self._as_text(o) for o in operands]
+            node.comparators = rest
+        return self.generic_visit(node)
+
+    def _as_text(self, node: ast.expr) -> ast.expr:
+        if isinstance(node, (ast.List, ast.Tuple)):
+            node.elts = [self._as_text(element) for element in node.elts]
+            return node
+        number = node.operand if isinstance(node, ast.UnaryOp) else node
+        if isinstance(number, ast.Constant) and type(number.value) in (int, float):
+            text = ast.get_source_segment(self.source, node) or repr(number.value)
+            return ast.copy_location(ast.Constant(text.replace(" ", "")), node)
+        return node
+
+
+def _versions_as_written(tree: ast.Expression, source: str,
+                         versions: frozenset[str]) -> ast.Expression:
+    if not versions:
+        return tree
+    rewritten = _VersionLiterals(source, versions).visit(tree)
+    assert isinstance(rewritten, ast.Expression)
+    return ast.fix_missing_locations(rewritten)
 
 
 def _evaluate(node: ast.AST, facts: Mapping[str, Any]) -> Any:
@@ -190,7 +264,7 @@ class _Validator:
     def __init__(self, text: str, error: Callable[[str], ConfigError]) -> None:
         self.text = text
         self.error = error
-        self.names: set[str] = set()
+        self.names: dict[str, None] = {}  # in order of appearance
 
     def refuse(self, node: ast.AST, construct: str) -> ConfigError:
         snippet = ast.get_source_segment(self.text, node) or ""
@@ -202,11 +276,16 @@ class _Validator:
         if isinstance(node, ast.Constant):
             if not isinstance(node.value, _ALLOWED_CONSTANTS):
                 raise self.refuse(node, f"{type(node.value).__name__} literal")
+            if isinstance(node.value, float) and not math.isfinite(node.value):
+                raise self.refuse(node, "a number too large for a float")
         elif isinstance(node, ast.Name):
             if node.id.startswith("_"):
                 raise self.refuse(node, "dunder/private name" if node.id.startswith("__")
                                   else "private name")
-            self.names.add(node.id)
+            if node.id.lower() in _YAML_LITERALS:
+                raise self.error(f"{node.id!r} is not a literal in rule expressions (it would "
+                                 "be read as a fact no device has); write True, False or None")
+            self.names[node.id] = None
         elif isinstance(node, (ast.List, ast.Tuple)):
             for element in node.elts:
                 self.check(element)
@@ -236,11 +315,18 @@ class _Validator:
 
 
 def compile_expression(text: str, *, file: str | None = None, line: int | None = None,
-                       key: str | None = None) -> Expression:
-    """Parse and validate ``text``; any refused construct raises :class:`ConfigError`."""
+                       key: str | None = None,
+                       facts: FactVocabulary | None = None) -> Expression:
+    """Parse and validate ``text``; any refused construct raises :class:`ConfigError`.
+
+    With ``facts`` (the fact vocabulary), a name that is not a device fact is refused with
+    the closest valid name, and number literals compared with a version fact are read as
+    written (see the module docstring). Without it, only the syntax is checked (a hook's
+    rule, checked again once the vocabulary is known).
+    """
 
     def error(message: str) -> ConfigError:
-        return ConfigError(f"{message}: {text!r}", file=file, line=line, key=key)
+        return ConfigError(f"{message}: {quoted(text)}", file=file, line=line, key=key)
 
     if not isinstance(text, str) or not text.strip():
         raise ConfigError("a rule expression must be a non-empty string", file=file, line=line,
@@ -248,7 +334,7 @@ def compile_expression(text: str, *, file: str | None = None, line: int | None =
     if len(text) > MAX_EXPRESSION_LENGTH:
         raise ConfigError(f"rule expression longer than {MAX_EXPRESSION_LENGTH} characters",
                           file=file, line=line, key=key)
-    source = " ".join(text.strip().splitlines())  # YAML folded text: one logical line
+    source = _one_line(text)
     try:
         tree = ast.parse(source, mode="eval")
     except SyntaxError as exc:
@@ -260,4 +346,12 @@ def compile_expression(text: str, *, file: str | None = None, line: int | None =
         validator.check(tree.body)
     except RecursionError:
         raise error("rule expression is too deeply nested") from None
-    return Expression(text=text, tree=tree, names=frozenset(validator.names))
+    versions: frozenset[str] = frozenset()
+    if facts is not None:
+        for name in validator.names:
+            if name not in facts:
+                raise error(facts.unknown(name))
+        versions = facts.versions & frozenset(validator.names)
+        tree = _versions_as_written(tree, source, versions)
+    return Expression(text=text, tree=tree, names=frozenset(validator.names), versions=versions)
+

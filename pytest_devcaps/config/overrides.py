@@ -12,13 +12,20 @@ Schema::
 
 An entry without ``match`` and ``when`` applies to every device. When the matched fact is
 itself a list (``isa``), the entry matches if any listed value is in it.
+
+``match:`` keys and ``when:`` names are device facts (:mod:`pytest_devcaps.facts`); any other
+name (``device_type``, ``vendr``) is an error naming the closest fact. Version facts
+(``cuda_version``, ``torch_version``, ``runtime_version``...) compare as versions: in
+``when:`` a number literal is read as written (``cuda_version >= 12.10`` is version 12.10),
+while a ``match:`` value must be quoted (``cuda_version: "12.10"``), because YAML has already
+read an unquoted 12.10 as the number 12.1; an unquoted decimal there is refused.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from pytest_devcaps.config.catalogue import Catalogue, RuleVerdict, capability_key, parse_verdict
 from pytest_devcaps.config.expressions import Expression, compile_expression, contains, facts_equal
@@ -26,7 +33,7 @@ from pytest_devcaps.config.yamlsource import (
     FrozenMap,
     Where,
     check_document,
-    check_identifier,
+    check_fact_name,
     check_keys,
     expect_list,
     expect_mapping,
@@ -34,9 +41,13 @@ from pytest_devcaps.config.yamlsource import (
     expect_str,
     items,
     line_of,
+    check_version_values,
     read_yaml_file,
 )
 from pytest_devcaps.model import DeviceIdentity
+
+if TYPE_CHECKING:
+    from pytest_devcaps.facts import FactVocabulary
 
 
 @dataclass(frozen=True)
@@ -65,31 +76,33 @@ def fact_matches(actual: Any, expected: Any) -> bool:
     return facts_equal(actual, expected)
 
 
-def parse_match(value: Any, where: Where) -> Mapping[str, tuple[Any, ...]]:
+def parse_match(value: Any, where: Where, facts: FactVocabulary) -> Mapping[str, tuple[Any, ...]]:
     """A ``match:`` mapping: fact name -> scalar or list of scalars (any of)."""
     expect_mapping(value, where)
     parsed: dict[str, tuple[Any, ...]] = {}
     for name, accepted, fact_where in items(value, where):
-        check_identifier(name, fact_where)
+        check_fact_name(name, fact_where, facts)
         options = expect_scalars(accepted, fact_where)
         if not options:
             raise fact_where.error("expected a value or a non-empty list of values")
+        check_version_values(name, options, fact_where, facts)
         parsed[name] = tuple(options)
     return FrozenMap(parsed)
 
 
-def _parse_entry(entry: Any, where: Where, catalogue: Catalogue) -> OverrideEntry:
+def _parse_entry(entry: Any, where: Where, catalogue: Catalogue,
+                 facts: FactVocabulary) -> OverrideEntry:
     expect_mapping(entry, where)
     check_keys(entry, where, allowed={"match", "when", "set"}, required={"set"})
     match: Mapping[str, tuple[Any, ...]] = FrozenMap({})
     if entry.get("match") is not None:
-        match = parse_match(entry["match"], where.child(entry, "match"))
+        match = parse_match(entry["match"], where.child(entry, "match"), facts)
     when = None
     if "when" in entry:
         when_where = where.child(entry, "when")
         text = expect_str(entry["when"], when_where)
         when = compile_expression(text, file=when_where.file, line=when_where.line,
-                                  key=when_where.key)
+                                  key=when_where.key, facts=facts)
     set_where = where.child(entry, "set")
     body = expect_mapping(entry["set"], set_where)
     if not body:
@@ -103,19 +116,28 @@ def _parse_entry(entry: Any, where: Where, catalogue: Catalogue) -> OverrideEntr
                          settings=FrozenMap(settings))
 
 
-def parse_overrides(document: Any, source: str, catalogue: Catalogue) -> list[OverrideEntry]:
-    """Validate one parsed override document."""
+def parse_overrides(document: Any, source: str, catalogue: Catalogue,
+                    facts: FactVocabulary | None = None) -> list[OverrideEntry]:
+    """Validate one parsed override document; ``facts`` defaults to the builtin vocabulary."""
+    from pytest_devcaps.facts import builtin_vocabulary
+
+    vocabulary = builtin_vocabulary() if facts is None else facts
     check_document(document, source, body_keys={"overrides"}, required={"overrides"})
     where = Where(source, line_of(document), "").child(document, "overrides")
     entries = expect_list(document["overrides"], where)
-    return [_parse_entry(entry, where.child(entries, index), catalogue)
+    return [_parse_entry(entry, where.child(entries, index), catalogue, vocabulary)
             for index, entry in enumerate(entries)]
 
 
-def load_overrides(paths: Sequence[str | Path], catalogue: Catalogue) -> list[OverrideEntry]:
-    """All entries of the given files, in file order then entry order (later ones win)."""
+def load_overrides(paths: Sequence[str | Path], catalogue: Catalogue,
+                   facts: FactVocabulary | None = None) -> list[OverrideEntry]:
+    """All entries of the given files, in file order then entry order (later ones win).
+
+    ``match:`` keys and ``when:`` names must be facts of ``facts`` (default: the builtin
+    backends' vocabulary; the registry passes the one with hook backends).
+    """
     entries: list[OverrideEntry] = []
     for path in paths:
         document, source, _ = read_yaml_file(path)
-        entries.extend(parse_overrides(document, source, catalogue))
+        entries.extend(parse_overrides(document, source, catalogue, facts))
     return entries

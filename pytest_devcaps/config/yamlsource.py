@@ -4,20 +4,38 @@ Every mapping the loader builds is a :class:`LineDict` (``.lines[key]`` is the 1
 of that key, ``.line`` the line the mapping starts on) and every sequence a
 :class:`LineList` (``.lines[i]`` is the line of item ``i``), so each validation error can
 name the line a user has to fix.
+
+Parsing is bounded, since a few hundred hostile bytes must not cost gigabytes: only regular
+files of at most 16 MiB are read (never a FIFO or ``/dev/zero``), aliases may add at most
+:data:`MAX_ALIAS_NODES` nodes to a document (an alias bomb is refused before it is built),
+integers have at most :data:`MAX_INT_DIGITS` digits, ``.inf`` and ``.nan`` are refused, and
+error messages quote values through :func:`~pytest_devcaps.errors.short_repr`, which cuts
+them short.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Collection, Iterator, Mapping, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Collection, Iterator, Mapping, Sequence, TypeVar, cast
 
 
-from pytest_devcaps.errors import ConfigError, did_you_mean
+from pytest_devcaps.errors import ConfigError, UnsafeFileError, did_you_mean, short_repr
+from pytest_devcaps.files import MAX_READ_BYTES, read_regular_file
+
+if TYPE_CHECKING:
+    from pytest_devcaps.facts import FactVocabulary
 
 SCHEMA_VERSION = 1
+#: Nodes that aliases (``*name``) may add to a document beyond those written out.
+MAX_ALIAS_NODES = 10_000
+#: The most digits an integer in a devcaps YAML file may have.
+MAX_INT_DIGITS = 40
+#: The most characters of a key or name an error message quotes.
+MAX_SHOWN = 100
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]*\.[a-z0-9][a-z0-9_]*$")
 IDENTIFIER_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -49,6 +67,13 @@ class FrozenMap(Mapping[K, V]):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (FrozenMap, (self._data,))
+
+
+def short(name: Any) -> str:
+    """A key or name as text short enough to suggest spellings for and to print."""
+    scalar = isinstance(name, (str, int, float, bool)) or name is None
+    text = str(name) if scalar else short_repr(name)
+    return text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN] + "..."
 
 
 class LineDict(dict[Any, Any]):
@@ -105,7 +130,7 @@ def _line_loader() -> type[Any]:
                 if key in mapping:
                     raise ConfigError(
                         f"duplicate key (first defined on line {mapping.lines[key]})",
-                        file=self.source_name, line=line, key=str(key))
+                        file=self.source_name, line=line, key=short(key))
                 mapping[key] = self.construct_object(value_node, deep=deep)
                 mapping.lines[key] = line
             return mapping
@@ -120,7 +145,66 @@ def _line_loader() -> type[Any]:
                                 _LineLoader.construct_mapping)
     _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG,
                                 _LineLoader.construct_line_sequence)
+    _LineLoader.add_constructor("tag:yaml.org,2002:int", _construct_bounded_int)
+    _LineLoader.add_constructor("tag:yaml.org,2002:float", _construct_finite_float)
     return _LineLoader
+
+
+def _construct_bounded_int(loader: Any, node: Any) -> int:
+    """An integer of at most :data:`MAX_INT_DIGITS` digits (Python refuses to even print one
+    of 4300 digits, so a 5,000-digit fact would end in a traceback)."""
+    digits = sum(ch.isdigit() for ch in str(node.value))
+    if digits > MAX_INT_DIGITS:
+        raise ConfigError(f"integer with {digits} digits; at most {MAX_INT_DIGITS} are accepted",
+                          file=loader.source_name, line=node.start_mark.line + 1)
+    return int(loader.construct_yaml_int(node))
+
+
+def _construct_finite_float(loader: Any, node: Any) -> float:
+    """A finite float: ``.inf`` and ``.nan`` mean nothing in a devcaps file."""
+    value = float(loader.construct_yaml_float(node))
+    if not math.isfinite(value):
+        raise ConfigError(f"{short(node.value)} is not a finite number",
+                          file=loader.source_name, line=node.start_mark.line + 1)
+    return value
+
+
+def _check_aliases(root: Any, source: str) -> None:
+    """Refuse a document whose aliases would add more than :data:`MAX_ALIAS_NODES` nodes
+    (an alias bomb: a few hundred bytes, billions of nodes once expanded) or that contains
+    itself. Iterative and memoized: linear in the nodes actually written."""
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, finished = stack.pop()
+        key = id(node)
+        children = _children(node)
+        if finished:
+            on_path.discard(key)
+            sizes[key] = 1 + sum(sizes[id(child)] for child in children)
+            continue
+        if key in sizes:
+            continue
+        if key in on_path:
+            raise ConfigError("an alias refers to a node that contains it (a recursive "
+                              "document)", file=source, line=node.start_mark.line + 1)
+        on_path.add(key)
+        stack.append((node, True))
+        stack.extend((child, False) for child in children if id(child) not in sizes)
+    added = sizes[id(root)] - len(sizes)
+    if added > MAX_ALIAS_NODES:
+        raise ConfigError(f"aliases expand this document by {added} nodes; at most "
+                          f"{MAX_ALIAS_NODES} are accepted (an alias bomb?)", file=source)
+
+
+def _children(node: Any) -> list[Any]:
+    value = getattr(node, "value", None)
+    if not isinstance(value, list):
+        return []  # a scalar
+    if value and isinstance(value[0], tuple):  # a mapping: (key node, value node) pairs
+        return [part for pair in value for part in pair]
+    return value
 
 
 def parse_yaml(text: str, source: str = "<string>") -> Any:
@@ -129,33 +213,105 @@ def parse_yaml(text: str, source: str = "<string>") -> Any:
     loader = loader_class(text)
     loader.source_name = source
     try:
-        return loader.get_single_data()
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_aliases(node, source)
+        return loader.construct_document(node)
     except loader_class.marked_error as exc:
         mark = exc.problem_mark or exc.context_mark
         line = None if mark is None else mark.line + 1
         problem = exc.problem or exc.context or "invalid YAML"
-        raise ConfigError(f"YAML syntax error: {problem}", file=source, line=line) from None
+        raise ConfigError(f"YAML syntax error: {short(problem)}", file=source,
+                          line=line) from None
     except loader_class.yaml_error as exc:
-        raise ConfigError(f"YAML error: {exc}", file=source) from None
+        raise ConfigError(f"YAML error: {short(exc)}", file=source) from None
+    except RecursionError:
+        raise ConfigError("the document is nested too deeply", file=source) from None
     finally:
         loader.dispose()
 
 
-def read_yaml_file(path: str | Path) -> tuple[Any, str, bytes]:
-    """Read and parse a YAML file: ``(document, source name, raw bytes)``."""
+def read_source(path: str | Path) -> bytes:
+    """The bytes of a devcaps YAML file: a regular file of at most 16 MiB (ConfigError else)."""
     source = str(path)
     try:
-        raw = Path(path).read_bytes()
+        return read_regular_file(path, limit=MAX_READ_BYTES)
+    except UnsafeFileError as exc:
+        raise ConfigError(f"cannot read it: {exc.reason}", file=source) from None
     except FileNotFoundError:
         raise ConfigError("file not found", file=source) from None
     except OSError as exc:
         raise ConfigError(f"cannot read file: {exc.strerror or exc}", file=source) from None
+
+
+def parse_yaml_bytes(raw: bytes, source: str) -> Any:
+    """:func:`parse_yaml` of UTF-8 bytes (ConfigError when they are not UTF-8)."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"not UTF-8 text ({exc.reason} at byte {exc.start})",
                           file=source) from None
-    return parse_yaml(text, source), source, raw
+    return parse_yaml(text, source)
+
+
+def read_yaml_file(path: str | Path) -> tuple[Any, str, bytes]:
+    """Read and parse a YAML file: ``(document, source name, raw bytes)``."""
+    raw = read_source(path)
+    return parse_yaml_bytes(raw, str(path)), str(path), raw
+
+
+def document_to_plain(node: Any) -> Any:
+    """A parsed document as JSON data that keeps every line number (see
+    :func:`document_from_plain`); raises TypeError for values JSON cannot hold."""
+    if isinstance(node, LineDict):
+        return {"m": node.line, "k": [[key, node.lines.get(key), document_to_plain(value)]
+                                      for key, value in node.items()]}
+    if isinstance(node, LineList):
+        return {"l": node.line, "i": [[line, document_to_plain(value)]
+                                      for line, value in zip(node.lines, node)]}
+    if node is None or isinstance(node, (str, int, float, bool)):
+        return node
+    raise TypeError(f"{type(node).__name__} is not JSON data")
+
+
+def document_from_plain(data: Any) -> Any:
+    """The LineDict/LineList document :func:`document_to_plain` described; ValueError when
+    ``data`` has any other shape."""
+    if data is None or isinstance(data, (str, int, float, bool)):
+        return data
+    if isinstance(data, dict) and data.keys() == {"m", "k"}:
+        mapping = LineDict()
+        mapping.line = _plain_line(data["m"])
+        for key, line, value in _triples(data["k"]):
+            if key in mapping or isinstance(key, (dict, list)):
+                raise ValueError("a repeated or unhashable key")
+            mapping[key] = document_from_plain(value)
+            mapping.lines[key] = _plain_line(line)
+        return mapping
+    if isinstance(data, dict) and data.keys() == {"l", "i"} and isinstance(data["i"], list):
+        sequence = LineList()
+        sequence.line = _plain_line(data["l"])
+        for pair in data["i"]:
+            if not (isinstance(pair, list) and len(pair) == 2):
+                raise ValueError("a malformed list item")
+            sequence.lines.append(_plain_line(pair[0]))
+            sequence.append(document_from_plain(pair[1]))
+        return sequence
+    raise ValueError("not a document")
+
+
+def _plain_line(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError("a malformed line number")
+    return value
+
+
+def _triples(entries: Any) -> list[list[Any]]:
+    if not (isinstance(entries, list)
+            and all(isinstance(entry, list) and len(entry) == 3 for entry in entries)):
+        raise ValueError("malformed mapping entries")
+    return entries
 
 
 def line_of(container: Any, key: Any = None) -> int | None:
@@ -172,9 +328,9 @@ def line_of(container: Any, key: Any = None) -> int | None:
 
 def join_path(parent: str, key: Any) -> str:
     """``vendors.nvidia`` + ``dtype.bf16`` -> ``vendors.nvidia.dtype.bf16``; ints become ``[i]``."""
-    if isinstance(key, int):
+    if isinstance(key, int) and not isinstance(key, bool):
         return f"{parent}[{key}]"
-    return f"{parent}.{key}" if parent else str(key)
+    return f"{parent}.{short(key)}" if parent else short(key)
 
 
 _TYPE_NAMES = {dict: "a mapping", list: "a list", str: "a string", bool: "true/false",
@@ -259,7 +415,8 @@ def check_keys(mapping: Mapping[Any, Any], where: Where, *, allowed: Collection[
         if not isinstance(key, str) or key not in allowed:
             valid = ", ".join(sorted(allowed))
             raise where.child(mapping, key).error(
-                f"unknown key {key!r}{did_you_mean(str(key), allowed)}; valid keys: {valid}")
+                f"unknown key {short_repr(key)}{did_you_mean(short(key), allowed)}; "
+                f"valid keys: {valid}")
     for key in required:
         if key not in mapping:
             raise where.error(f"missing required key {key!r}")
@@ -284,7 +441,7 @@ def check_document(document: Any, source: str, *, body_keys: Collection[str],
     version = document["devcaps"]
     if isinstance(version, bool) or version != SCHEMA_VERSION:
         raise top.child(document, "devcaps").error(
-            f"unsupported schema version {version!r}; this pytest-devcaps reads version "
+            f"unsupported schema version {short_repr(version)}; this pytest-devcaps reads version "
             f"{SCHEMA_VERSION}")
     check_keys(document, top, allowed={"devcaps", *body_keys}, required=required)
     return cast(Mapping[str, Any], document)
@@ -294,7 +451,7 @@ def check_capability_name(name: Any, where: Where) -> str:
     """Validate the ``<category>.<name>`` snake_case form of a capability name."""
     if not isinstance(name, str) or not NAME_PATTERN.match(name):
         raise where.error(
-            f"invalid capability name {name!r}; expected '<category>.<name>' in lower "
+            f"invalid capability name {short_repr(name)}; expected '<category>.<name>' in lower "
             "snake_case, e.g. 'dtype.bf16'")
     return name
 
@@ -302,5 +459,25 @@ def check_capability_name(name: Any, where: Where) -> str:
 def check_identifier(name: Any, where: Where, what: str = "fact name") -> str:
     """A fact name: a plain identifier (what rule expressions can refer to)."""
     if not isinstance(name, str) or not IDENTIFIER_PATTERN.match(name):
-        raise where.error(f"invalid {what} {name!r}; expected an identifier like 'compute_capability'")
+        raise where.error(f"invalid {what} {short_repr(name)}; expected an identifier like "
+                          "'compute_capability'")
     return name
+
+
+def check_fact_name(name: Any, where: Where, facts: FactVocabulary) -> str:
+    """A fact name used as a key: an identifier the vocabulary knows."""
+    check_identifier(name, where)
+    if name not in facts:
+        raise where.error(facts.unknown(name))
+    return str(name)
+
+
+def check_version_values(name: str, values: Sequence[Any], where: Where,
+                         facts: FactVocabulary) -> None:
+    """A version fact's YAML value must not be a decimal: YAML reads 12.10 as 12.1."""
+    if name not in facts.versions:
+        return
+    for value in values:
+        if isinstance(value, float):
+            raise where.error(f"{name} is a version; quote it ({name}: \"...\"): YAML reads "
+                              f"an unquoted {short_repr(value)} as a number, so 12.10 would be 12.1")

@@ -5,6 +5,11 @@ Started by :mod:`pytest_devcaps.probes.runner` as ``python -c``; reads its reque
 ``ready``, then ``start``/``result`` per probe, then ``done`` on the original stdout. Anything
 probes print goes to stderr, so it cannot corrupt the protocol. Imports neither pytest nor
 the plugin.
+
+It leaves no orphan: before anything else it asks the kernel to SIGKILL it when its parent
+dies (Linux ``PR_SET_PDEATHSIG``; the runner's calling thread waits for the child, so the
+thread-scoped signal cannot fire early) and starts a thread that kills its process group once
+its parent pid changes (other POSIX systems; Linux when prctl is unavailable).
 """
 
 from __future__ import annotations
@@ -12,11 +17,42 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import signal
 import sys
+import threading
+import time
 from typing import IO, Any, Callable, NoReturn
 
 from pytest_devcaps.probes.base import brief, call_probe
 from pytest_devcaps.qualnames import resolve
+
+
+#: Exit code of a child whose parent was already gone when it started.
+ORPHAN_EXIT_CODE = 70
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Never outlive ``parent_pid``: PR_SET_PDEATHSIG, then a parent-watch thread."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass  # the watch thread below still applies
+    if os.getppid() != parent_pid:  # the parent died before the kernel could be asked
+        os._exit(ORPHAN_EXIT_CODE)
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(0.5)
+        if hasattr(os, "killpg"):
+            os.killpg(os.getpgrp(), signal.SIGKILL)  # this child leads its own group
+        os._exit(ORPHAN_EXIT_CODE)
+
+    threading.Thread(target=watch, name="devcaps-parent-watch", daemon=True).start()
 
 
 def _preload(modules: list[str]) -> None:
@@ -75,8 +111,13 @@ def main() -> int:
     return 0
 
 
-def serve() -> NoReturn:
-    """Run :func:`main` and leave without interpreter teardown (some device runtimes hang in it)."""
+def serve(parent_pid: int | None = None) -> NoReturn:
+    """Run :func:`main` and leave without interpreter teardown (some device runtimes hang in it).
+
+    ``parent_pid``: the runner's pid; the child dies with it (:func:`die_with_parent`).
+    """
+    if parent_pid is not None:
+        die_with_parent(parent_pid)
     try:
         code = main()
     finally:

@@ -1,8 +1,9 @@
-"""Dtype probes: a tiny computation in the dtype on the device."""
+"""Dtype probes: a tiny computation in the dtype on the device (fp8/fp4: a scaled GEMM)."""
 
 from __future__ import annotations
 
 from pytest_devcaps.model import ProbeOutcome
+from pytest_devcaps.probes import gates, matmul
 from pytest_devcaps.probes.base import device_type, ran, refused, unknown, unsupported
 
 
@@ -54,8 +55,8 @@ def probe_tf32(device: str) -> ProbeOutcome:
         torch.set_float32_matmul_precision(previous)
     if value == exact:
         return unsupported(
-            f"tf32 is a tensor-core format; {device_type(device)} matmul stays fp32 "
-            "under float32_matmul_precision('high')"
+            f"no tf32 path: {device_type(device)} float32 matmul stays fp32 under "
+            "float32_matmul_precision('high')"
         )
     if value == n:
         return ran("float32 matmul rounds inputs to tf32 under float32_matmul_precision('high')")
@@ -63,37 +64,27 @@ def probe_tf32(device: str) -> ProbeOutcome:
                f"(got {value}, fp32 gives {exact})")
 
 
-def _fp8_round_trip(device: str, dtype_name: str) -> ProbeOutcome:
-    """fp8 is a storage format: cast in, compute in float32, cast back, check exact values."""
-    import torch
-
-    dtype = getattr(torch, dtype_name, None)
-    if dtype is None:
-        return unsupported(f"torch {torch.__version__} has no torch.{dtype_name}")
-    values = [0.5, 1.0, -2.0, 4.0]  # exact in every fp8 format
-    try:
-        stored = torch.tensor(values, device=device).to(dtype)
-        doubled = (stored.to(torch.float32) * 2).to(dtype)
-        result = doubled.to(torch.float32).cpu().tolist()
-    except Exception as exc:
-        return refused(f"casting to {dtype_name}", exc)
-    expected = [2 * v for v in values]
-    if result != expected:
-        return unknown(f"{dtype_name} round trip gave {result}, expected {expected}")
-    return ran(f"{dtype_name} casts and round-trips on {device}")
-
+# fp8 and fp4 mean matrix arithmetic in the format (capabilities.yaml), the same question the
+# vendor rules answer: a probe that only cast and round-tripped would say "ran" on an A100,
+# which stores fp8 but cannot multiply it.
 
 def probe_fp8_e4m3fn(device: str) -> ProbeOutcome:
-    return _fp8_round_trip(device, "float8_e4m3fn")
+    return matmul.fp8_format(device, "float8_e4m3fn")
 
 
 def probe_fp8_e5m2(device: str) -> ProbeOutcome:
-    return _fp8_round_trip(device, "float8_e5m2")
+    return matmul.fp8_format(device, "float8_e5m2")
 
 
 def probe_fp8_e4m3fnuz(device: str) -> ProbeOutcome:
-    return _fp8_round_trip(device, "float8_e4m3fnuz")
+    return matmul.fp8_format(device, "float8_e4m3fnuz")
 
 
 def probe_fp8_e5m2fnuz(device: str) -> ProbeOutcome:
-    return _fp8_round_trip(device, "float8_e5m2fnuz")
+    return matmul.fp8_format(device, "float8_e5m2fnuz")
+
+
+def probe_fp4_e2m1(device: str) -> ProbeOutcome:
+    """float4_e2m1fn_x2 arithmetic: PyTorch multiplies fp4 only in block-scaled _scaled_mm."""
+    return gates.judge(gates.block_scaled_gate(gates.live_facts(device)),
+                       matmul.block_scaled(device, fp4=True))

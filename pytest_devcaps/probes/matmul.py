@@ -1,56 +1,153 @@
-"""Matmul probes: fp8 ``torch._scaled_mm`` (tensorwise, rowwise) and int8 ``torch._int_mm``."""
+"""Matmul probes: torch._scaled_mm (fp8 formats; tensorwise, rowwise and block scales),
+torch._grouped_mm and torch._int_mm.
+
+Every torch._scaled_mm probe runs the op and reads the outcome against PyTorch's own gate for
+the device (:mod:`pytest_devcaps.probes.gates`), so a refusal names the check that refused.
+"""
 
 from __future__ import annotations
 
+import functools
+from typing import Any, Callable, Iterable, Sequence
+
 from pytest_devcaps.model import ProbeOutcome
+from pytest_devcaps.probes import gates
 from pytest_devcaps.probes.base import ran, refused, unknown, unsupported
 
-# e4m3fn is the OCP format; fnuz is what some accelerators (e.g. gfx942) implement instead.
-_FP8_INPUTS = ("float8_e4m3fn", "float8_e4m3fnuz")
-_N = 16
+_N = 16  # _scaled_mm wants every dimension divisible by 16
+_BLOCK = 128  # block-scaled shapes: M, N, K multiples of 128
+#: An fp8 format and the one it pairs with when the GEMM refuses two of the same (e5m2 x e5m2
+#: on CUDA) or routes them elsewhere (same-dtype fnuz to oneDNN on AMX CPUs).
+PARTNER = {"float8_e4m3fn": "float8_e5m2", "float8_e5m2": "float8_e4m3fn",
+           "float8_e4m3fnuz": "float8_e5m2fnuz", "float8_e5m2fnuz": "float8_e4m3fnuz"}
+_DEVICE_FORMATS = ("float8_e4m3fn", "float8_e4m3fnuz")  # OCP, or what gfx942 implements
 
 
-def _scaled_mm(device: str, *, rowwise: bool) -> ProbeOutcome:
-    import torch
-
-    if not hasattr(torch, "_scaled_mm"):
-        return unsupported(f"torch {torch.__version__} has no torch._scaled_mm")
-    scaling = "rowwise" if rowwise else "tensorwise"
+def first_that_runs(what: str, attempts: Iterable[tuple[str, Callable[[], bool]]],
+                    device: str) -> ProbeOutcome:
+    """Try each ``(label, attempt)`` until one runs; an attempt returns whether its result was
+    right. The first error is the one reported when none runs."""
     first_error: BaseException | None = None
-    for dtype_name in _FP8_INPUTS:
-        dtype = getattr(torch, dtype_name, None)
-        if dtype is None:
-            continue
+    tried = 0
+    for label, attempt in attempts:
+        tried += 1
         try:
-            eye = torch.eye(_N, device=device)
-            a = eye.to(dtype)
-            b = (2 * eye).to(dtype).t()  # mat2 column-major, as _scaled_mm requires on GPUs
-            if rowwise:
-                scale_a = torch.ones(_N, 1, device=device)
-                scale_b = torch.ones(1, _N, device=device)
-            else:
-                scale_a = torch.tensor(1.0, device=device)
-                scale_b = torch.tensor(1.0, device=device)
-            out = torch._scaled_mm(a, b, scale_a=scale_a, scale_b=scale_b,
-                                   out_dtype=torch.bfloat16)
-            correct = bool(torch.equal(out.float().cpu(), 2 * torch.eye(_N)))
+            correct = attempt()
         except Exception as exc:
             first_error = first_error or exc
             continue
         if not correct:
-            return unknown(f"{scaling} _scaled_mm ({dtype_name}) ran but gave a wrong result")
-        return ran(f"{scaling} _scaled_mm ran with {dtype_name} inputs on {device}")
+            return unknown(f"{what} ({label}) ran but gave a wrong result")
+        return ran(f"{what} ran with {label} on {device}")
     if first_error is None:
-        return unsupported(f"torch {torch.__version__} has no fp8 dtypes")
-    return refused(f"{scaling} _scaled_mm", first_error)
+        return unsupported(f"{what}: this torch has none of the dtypes it needs ({tried} tried)")
+    return refused(what, first_error)
+
+
+def scaled_mm_pairs(device: str, pairs: Sequence[tuple[str, str]], *,
+                    rowwise: bool = False) -> ProbeOutcome:
+    """``I @ 2I`` through torch._scaled_mm for the first (mat1, mat2) fp8 pair that runs."""
+    import torch
+
+    if not hasattr(torch, "_scaled_mm"):
+        return unsupported(f"torch {torch.__version__} has no torch._scaled_mm")
+
+    def attempt(a_dtype: Any, b_dtype: Any) -> bool:
+        eye = torch.eye(_N, device=device)
+        b = (2 * eye).to(b_dtype).t()  # mat2 column-major, as _scaled_mm requires on GPUs
+        if rowwise:
+            scale_a, scale_b = torch.ones(_N, 1, device=device), torch.ones(1, _N, device=device)
+        else:
+            scale_a, scale_b = torch.tensor(1.0, device=device), torch.tensor(1.0, device=device)
+        out = torch._scaled_mm(eye.to(a_dtype), b, scale_a=scale_a, scale_b=scale_b,
+                               out_dtype=torch.bfloat16)
+        return bool(torch.equal(out.float().cpu(), 2 * torch.eye(_N)))
+
+    attempts = [(f"{a} x {b}", functools.partial(attempt, getattr(torch, a), getattr(torch, b)))
+                for a, b in pairs if hasattr(torch, a) and hasattr(torch, b)]
+    return first_that_runs(f"{'rowwise' if rowwise else 'tensorwise'} _scaled_mm", attempts, device)
+
+
+def fp8_format(device: str, dtype: str) -> ProbeOutcome:
+    """Matrix arithmetic in fp8 format ``dtype``: torch._scaled_mm with it as an input."""
+    partner = PARTNER[dtype]
+    outcome = scaled_mm_pairs(device, [(dtype, dtype), (dtype, partner), (partner, dtype)])
+    return gates.judge(gates.fp8_gate(gates.live_facts(device), dtype), outcome)
 
 
 def probe_scaled_mm(device: str) -> ProbeOutcome:
-    return _scaled_mm(device, rowwise=False)
+    outcome = scaled_mm_pairs(device, [(d, d) for d in _DEVICE_FORMATS])
+    return gates.judge(gates.scaled_mm_gate(gates.live_facts(device)), outcome)
 
 
 def probe_scaled_mm_rowwise(device: str) -> ProbeOutcome:
-    return _scaled_mm(device, rowwise=True)
+    outcome = scaled_mm_pairs(device, [(d, d) for d in _DEVICE_FORMATS], rowwise=True)
+    return gates.judge(gates.rowwise_gate(gates.live_facts(device)), outcome)
+
+
+def _block_operands(torch: Any, device: str, fp4: bool) -> tuple[Any, Any]:
+    """All-ones mat1 [128, K] and column-major mat2 [K, 128] (fp4 packs two values a byte)."""
+    if fp4:  # 0x22 holds two e2m1 ones
+        packed = torch.full((_BLOCK, _BLOCK // 2), 0x22, dtype=torch.uint8, device=device)
+        return packed.view(torch.float4_e2m1fn_x2), packed.clone().view(torch.float4_e2m1fn_x2).t()
+    ones = torch.ones(_BLOCK, _BLOCK, device=device)
+    return ones.to(torch.float8_e4m3fn), ones.to(torch.float8_e4m3fn).t()
+
+
+def _block_scales(torch: Any, device: str, fp4: bool) -> list[tuple[str, Any]]:
+    """Scales of 1.0 in the layouts PyTorch accepts: e8m0 per 32 (MX; cuBLASLt's count, then
+    ROCm's pre-swizzled one), and for fp4 also e4m3 per 16 (NVFP4)."""
+    layouts = []
+    for count in (_BLOCK * 4, _BLOCK * 8):  # round_up(M,128) * round_up(K/32, 4) / ROCm EXT
+        e8m0 = torch.full((count,), 127, dtype=torch.uint8, device=device)
+        layouts.append((f"e8m0 x{count}", e8m0.view(torch.float8_e8m0fnu)))
+    if fp4:
+        nvfp4 = torch.ones(_BLOCK * 8, device=device).to(torch.float8_e4m3fn)
+        layouts.append(("e4m3 x1024 (NVFP4)", nvfp4))
+    return layouts
+
+
+def block_scaled(device: str, *, fp4: bool) -> ProbeOutcome:
+    """``ones @ ones`` (128x128x128) through block-scaled torch._scaled_mm: every entry 128."""
+    import torch
+
+    what = "block-scaled _scaled_mm with " + ("float4_e2m1fn_x2" if fp4 else "MXFP8")
+    if not all(hasattr(torch, n) for n in ("_scaled_mm", "float8_e8m0fnu", "float4_e2m1fn_x2")):
+        return unsupported(f"torch {torch.__version__} has no block-scaled _scaled_mm dtypes")
+
+    def attempt(scale: Any) -> bool:
+        a, b = _block_operands(torch, device, fp4)
+        out = torch._scaled_mm(a, b, scale, scale, out_dtype=torch.bfloat16)
+        return bool((out.float().cpu() == _BLOCK).all())
+
+    try:
+        layouts = _block_scales(torch, device, fp4)
+    except Exception as exc:  # the device cannot even hold the scale dtypes
+        return refused(what, exc)
+    return first_that_runs(what, [(f"{label} scales", functools.partial(attempt, scale))
+                                  for label, scale in layouts], device)
+
+
+def probe_scaled_mm_mx(device: str) -> ProbeOutcome:
+    return gates.judge(gates.block_scaled_gate(gates.live_facts(device)),
+                       block_scaled(device, fp4=False))
+
+
+def probe_grouped_mm(device: str) -> ProbeOutcome:
+    """torch._grouped_mm of a [32, 16] by two [16, 16] groups (offsets 16, 32): every entry 16."""
+    import torch
+
+    if not hasattr(torch, "_grouped_mm"):
+        return unsupported(f"torch {torch.__version__} has no torch._grouped_mm")
+
+    def attempt(dtype: Any) -> bool:
+        a = torch.ones(32, 16, dtype=dtype, device=device)
+        b = torch.ones(2, 16, 16, dtype=dtype, device=device).transpose(-2, -1)
+        offs = torch.tensor([16, 32], dtype=torch.int32, device=device)
+        return bool((torch._grouped_mm(a, b, offs=offs).float().cpu() == 16).all())
+
+    return first_that_runs("_grouped_mm", [(name, functools.partial(attempt, getattr(torch, name)))
+                                           for name in ("bfloat16", "float32")], device)
 
 
 def probe_int_mm(device: str) -> ProbeOutcome:

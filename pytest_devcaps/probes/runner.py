@@ -1,4 +1,13 @@
-"""Runs probes for one device in an isolated child process, surviving crashes and hangs."""
+"""Runs probes for one device in an isolated child process, surviving crashes and hangs.
+
+An outcome that says more about this run than about the device is marked ``transient`` and
+is never cached: a timeout, a child that could not start or died between probes, a probe
+killed from outside (SIGKILL, SIGTERM: the OOM killer, a user), a failure of the runner
+itself. A probe that raised, crashed on its own (SIGSEGV, SIGABRT) or exited is an answer.
+
+The child leaves no orphan: it asks the kernel for SIGKILL when its parent dies (Linux
+``PR_SET_PDEATHSIG``) and watches its parent's pid elsewhere (:mod:`.probes._child`).
+"""
 
 from __future__ import annotations
 
@@ -25,8 +34,11 @@ PRELOAD: tuple[str, ...] = ("torch",)
 
 _BOOTSTRAP = (
     "import json, sys; sys.path[:0] = json.loads(sys.argv[1]); "
-    "from pytest_devcaps.probes._child import serve; serve()"
+    "from pytest_devcaps.probes._child import serve; serve(int(sys.argv[2]))"
 )
+# Signals that come from outside the probe (a user, the OOM killer): not the device's answer.
+_OUTSIDE_SIGNALS = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGINT}
+                             if os.name == "posix" else ())
 
 # Counting devices through NVML keeps a parent-side check from creating a CUDA context.
 _CHILD_ENV = {"PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
@@ -45,7 +57,8 @@ def run_probes(device: str, specs: Mapping[str, ProbeSpec], *, timeout: float = 
     try:
         results.update(_run_isolated(device, isolated, timeout, sys_path))
     except Exception as exc:  # a bug here must not take the test session down
-        failed = ProbeOutcome(Level.UNKNOWN, f"probe runner failed: {brief(exc)}")
+        failed = ProbeOutcome(Level.UNKNOWN, f"probe runner failed: {brief(exc)}",
+                              transient=True)
         for name, _ in isolated:
             results.setdefault(name, failed)
     for name, spec in specs.items():
@@ -77,12 +90,12 @@ def _run_isolated(device: str, items: list[tuple[str, ProbeSpec]], timeout: floa
             child.stop()
         results.update(answered)
         if failure is not None and failure.probe is not None:
-            results[failure.probe] = ProbeOutcome(Level.UNKNOWN, failure.reason)
+            results[failure.probe] = failure.outcome()
         remaining = [(name, target) for name, target in pending if name not in results]
         if len(remaining) == len(pending):  # the child answered nothing: do not respawn forever
-            reason = failure.reason if failure is not None else "probe child ended without answering"
+            failure = failure or _Failure(None, "probe child ended without answering")
             for name, _ in remaining:
-                results[name] = ProbeOutcome(Level.UNKNOWN, reason)
+                results[name] = failure.outcome()
             break
         pending = remaining
     return results
@@ -95,11 +108,18 @@ def _child_sys_path(paths: Sequence[str]) -> list[str]:
 
 
 class _Failure:
-    """Why a child stopped early; ``probe`` is the probe it was running (None: before any)."""
+    """Why a child stopped early; ``probe`` is the probe it was running (None: before any).
 
-    def __init__(self, probe: str | None, reason: str) -> None:
+    ``transient`` unless the probe itself ended the child (a crash of its own, an exit).
+    """
+
+    def __init__(self, probe: str | None, reason: str, transient: bool = True) -> None:
         self.probe = probe
         self.reason = reason
+        self.transient = transient
+
+    def outcome(self) -> ProbeOutcome:
+        return ProbeOutcome(Level.UNKNOWN, self.reason, transient=self.transient)
 
 
 class _Child:
@@ -119,7 +139,7 @@ class _Child:
                  else {"creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)})
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-c", _BOOTSTRAP, json.dumps(paths)],
+                [sys.executable, "-c", _BOOTSTRAP, json.dumps(paths), str(os.getpid())],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
                 env=env, **group)
         except OSError as exc:
@@ -191,8 +211,9 @@ class _Child:
         if current is None:
             return _Failure(None, f"probe child {words} between probes")
         if code is not None and code < 0:
-            return _Failure(current, f"probe crashed: signal {_signal_name(-code)}")
-        return _Failure(current, f"probe {words}")
+            return _Failure(current, f"probe crashed: signal {_signal_name(-code)}",
+                            transient=-code in _OUTSIDE_SIGNALS)
+        return _Failure(current, f"probe {words}", transient=code is None)
 
     def _stderr_tail(self) -> str:
         self.stderr.seek(0)

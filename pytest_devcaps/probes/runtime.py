@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 from pytest_devcaps.model import ProbeOutcome
 from pytest_devcaps.probes.base import device_type, ran, refused, unknown, unsupported
 from pytest_devcaps.runtime import (
@@ -85,23 +87,40 @@ def probe_streams(device: str) -> ProbeOutcome:
 
 
 def probe_events(device: str) -> ProbeOutcome:
-    """Record two timing events around a matmul and read the elapsed time."""
+    """Record two timing events around a matmul on the current stream and read the elapsed time.
+
+    No side stream: a device with events but a single queue (MPS) has them too. torch.Event
+    first, then the device module's own Event class (torch.mps.Event).
+    """
     import torch
 
-    try:
-        stream = torch.Stream(device=device)
-        start = torch.Event(device=device, enable_timing=True)
-        end = torch.Event(device=device, enable_timing=True)
-        with stream:
+    first_error: BaseException | None = None
+    for name, make in _event_classes(torch, device):
+        try:
+            start, end = make(), make()
             x = torch.ones(64, 64, device=device)
-            start.record(stream)
+            start.record()
             x = x @ x
-            end.record(stream)
-        end.synchronize()
-        elapsed = start.elapsed_time(end)
-    except Exception as exc:
-        return refused("torch.Event record/synchronize/elapsed_time", exc)
-    return ran(f"torch.Event timed work on {device} ({elapsed:.3f} ms)")
+            end.record()
+            end.synchronize()
+            elapsed = start.elapsed_time(end)
+        except Exception as exc:
+            first_error = first_error or exc
+            continue
+        return ran(f"{name} timed work on {device} ({elapsed:.3f} ms)")
+    assert first_error is not None
+    return refused("torch.Event record/synchronize/elapsed_time", first_error)
+
+
+def _event_classes(torch: Any, device: str) -> list[tuple[str, Callable[[], Any]]]:
+    kind = device_type(device)
+    found: list[tuple[str, Callable[[], Any]]] = [
+        ("torch.Event", lambda: torch.Event(device=device, enable_timing=True))]
+    module = device_module(kind) if is_accelerator(kind) else None
+    event = getattr(module, "Event", None)
+    if event is not None and event is not torch.Event:
+        found.append((f"torch.{kind}.Event", lambda: event(enable_timing=True)))
+    return found
 
 
 def probe_memory_stats(device: str) -> ProbeOutcome:
@@ -134,7 +153,7 @@ def probe_pinned_memory(device: str) -> ProbeOutcome:
             f"the accelerator ({accelerator_type() or 'none in this build'})"
         )
     try:
-        host = torch.ones(1024, pin_memory=True)
+        host = torch.ones(1024, pin_memory=True)  # devcaps: allow[DC012]
         pinned = host.is_pinned()
         copied = host.to(device, non_blocking=True)
         value = copied.sum().item()

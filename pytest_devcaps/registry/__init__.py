@@ -10,7 +10,12 @@
 
 from __future__ import annotations
 
-from pytest_devcaps.registry.build import build_registry, catalogue_with_hooks, discover
+from pytest_devcaps.registry.build import (
+    build_registry,
+    catalogue_with_hooks,
+    discover,
+    registry_from_snapshot,
+)
 from pytest_devcaps.registry.layers import merge_answer
 from pytest_devcaps.registry.options import CapabilitySetting, RegistryOptions
 from pytest_devcaps.registry.query import CapabilityRegistry, DeviceCapabilities
@@ -27,4 +32,5 @@ __all__ = [
     "catalogue_with_hooks",
     "discover",
     "merge_answer",
+    "registry_from_snapshot",
 ]

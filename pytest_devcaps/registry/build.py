@@ -1,10 +1,15 @@
 """Building a registry: the catalogue with hook additions, devices (discovered or from a
-profile), probe outcomes, then the merge of every precedence layer."""
+profile), probe outcomes, then the merge of every precedence layer.
+
+The fact vocabulary (:mod:`pytest_devcaps.facts`) comes from the backend adapters, builtin
+and hook-registered, before any YAML is read: hook rules, override files and profiles are all
+checked against the facts some backend can actually set.
+"""
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from pytest_devcaps.errors import ConfigError, did_you_mean
 from pytest_devcaps.model import DeviceIdentity
@@ -19,12 +24,14 @@ from pytest_devcaps.registry.layers import (
     RuleLayer,
     merge,
 )
-from pytest_devcaps.registry.options import RegistryOptions
+from pytest_devcaps.registry.options import RegistryOptions, check_setting_devices
 from pytest_devcaps.registry.query import CapabilityRegistry
 from pytest_devcaps.registry.registrars import BackendRegistrar, CapabilityRegistrar
 
 if TYPE_CHECKING:
+    from pytest_devcaps.backends.base import BackendAdapter
     from pytest_devcaps.config.catalogue import Catalogue
+    from pytest_devcaps.facts import FactVocabulary
     from pytest_devcaps.probes.base import ProbeSpec
 
 
@@ -33,24 +40,28 @@ def build_registry(options: RegistryOptions = RegistryOptions(), hook: Any = Non
 
     ``hook`` is a pluggy hook relay (``config.hook``) carrying the ``pytest_devcaps_*`` hooks.
     """
+    from pytest_devcaps.backends import discover_devices
     from pytest_devcaps.config import load_overrides, load_profile
+    from pytest_devcaps.facts import fact_vocabulary
 
     started = time.perf_counter()
-    catalogue, registrar = catalogue_with_hooks(hook)
+    adapters = backend_adapters(hook)
+    facts = fact_vocabulary(adapters)
+    catalogue, registrar = catalogue_with_hooks(hook, facts)
     probes = _probes(catalogue, registrar)
     _check_settings(options, catalogue)
-    overrides = load_overrides(list(options.overrides), catalogue)
+    overrides = load_overrides(list(options.overrides), catalogue, facts)
     meta: dict[str, Any] = {"overrides": list(options.overrides)}
     layers: list[Layer] = [RuleLayer(catalogue)]
-    if options.profile:
-        profile = load_profile(options.profile, catalogue)
-        identities = list(profile.identities)
+    profile = load_profile(options.profile, catalogue, facts) if options.profile else None
+    identities = list(profile.identities) if profile else discover_devices(adapters)
+    check_setting_devices(options.settings, identities)  # before probing: a typo costs no probe run
+    if profile is not None:
         layers.append(ProfileLayer(profile))
         meta.update(profile=profile.name, cache="none (profile)")
     else:
         from pytest_devcaps.registry.probing import probe_devices
 
-        identities = discover(hook)
         results = probe_devices(identities, catalogue, probes, options)
         layers.append(ProbeLayer(results.outcomes))
         meta.update(results.meta())
@@ -60,11 +71,13 @@ def build_registry(options: RegistryOptions = RegistryOptions(), hook: Any = Non
     layers.append(ImpliesLayer(catalogue))
     records = {identity.key: merge(layers, identity, catalogue.names()) for identity in identities}
     meta["build_seconds"] = round(time.perf_counter() - started, 4)
-    return CapabilityRegistry(identities, records, catalogue, meta)
+    return CapabilityRegistry(identities, records, catalogue, meta, facts)
 
 
-def catalogue_with_hooks(hook: Any = None) -> tuple[Catalogue, CapabilityRegistrar]:
-    """The shipped catalogue plus what ``pytest_devcaps_register_capabilities`` adds."""
+def catalogue_with_hooks(hook: Any = None, facts: FactVocabulary | None = None
+                         ) -> tuple[Catalogue, CapabilityRegistrar]:
+    """The shipped catalogue plus what ``pytest_devcaps_register_capabilities`` adds; hook
+    rules may name the facts of ``facts`` (default: those of the builtin and hook backends)."""
     from pytest_devcaps.config import load_catalogue
 
     registrar = CapabilityRegistrar()
@@ -72,7 +85,11 @@ def catalogue_with_hooks(hook: Any = None) -> tuple[Catalogue, CapabilityRegistr
         hook.pytest_devcaps_register_capabilities(registrar=registrar)
     catalogue = load_catalogue()
     if registrar.specs or registrar.rules:
-        catalogue = catalogue.with_capabilities(registrar.specs, registrar.rules)
+        if facts is None:
+            from pytest_devcaps.facts import fact_vocabulary
+
+            facts = fact_vocabulary(backend_adapters(hook))
+        catalogue = catalogue.with_capabilities(registrar.specs, registrar.rules, facts)
     return catalogue, registrar
 
 
@@ -90,19 +107,37 @@ def _probes(catalogue: Catalogue, registrar: CapabilityRegistrar) -> dict[str, P
 
 
 def _check_settings(options: RegistryOptions, catalogue: Catalogue) -> None:
+    from pytest_devcaps.config.catalogue import alias_or_unknown
+
     for setting in options.settings:
         if setting.capability not in catalogue:
-            raise ConfigError(f"unknown capability {setting.capability!r}"
-                              f"{did_you_mean(setting.capability, catalogue.names())}",
+            raise ConfigError(alias_or_unknown(setting.capability, catalogue.capabilities),
                               file="command line", key=setting.capability)
 
 
-def discover(hook: Any = None) -> list[DeviceIdentity]:
-    """The builtin backends' devices plus those of backends added by hooks (cpu first)."""
-    from pytest_devcaps.backends import builtin_backends, discover_devices
+def registry_from_snapshot(snapshot: Mapping[str, Any], hook: Any = None) -> CapabilityRegistry:
+    """An xdist worker's registry: the controller's answers, with this process's catalogue and
+    fact vocabulary (the same hooks run here; a different catalogue is refused)."""
+    from pytest_devcaps.facts import fact_vocabulary
+
+    facts = fact_vocabulary(backend_adapters(hook))
+    catalogue, _ = catalogue_with_hooks(hook, facts)
+    return CapabilityRegistry.from_snapshot(snapshot, catalogue, facts)
+
+
+def backend_adapters(hook: Any = None) -> list[BackendAdapter]:
+    """The builtin backend adapters plus those ``pytest_devcaps_register_backends`` adds."""
+    from pytest_devcaps.backends import builtin_backends
 
     registrar = BackendRegistrar(list(builtin_backends()))
     if hook is not None:
         hook.pytest_devcaps_register_backends(registrar=registrar)
-    return discover_devices(registrar.adapters)
+    return registrar.adapters
+
+
+def discover(hook: Any = None) -> list[DeviceIdentity]:
+    """The builtin backends' devices plus those of backends added by hooks (cpu first)."""
+    from pytest_devcaps.backends import discover_devices
+
+    return discover_devices(backend_adapters(hook))
 

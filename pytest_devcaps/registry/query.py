@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     import torch
 
     from pytest_devcaps.config.catalogue import Catalogue
+    from pytest_devcaps.facts import FactVocabulary
 
 SNAPSHOT_FORMAT = 2
 
@@ -39,6 +40,26 @@ class DeviceCapabilities:
     def records(self) -> list[CapabilityRecord]:
         return self.registry.records(self.identity.key)
 
+    @property
+    def dispatch_key(self) -> str:
+        """The device's backend dispatch key (``"CUDA"``, ``"XPU"``, ``"PrivateUse1"``, ``"CPU"``),
+        asked of torch, for ``torch.library`` registrations."""
+        from pytest_devcaps.dispatch import dispatch_key
+
+        return dispatch_key(self.identity.type)
+
+    @property
+    def autograd_dispatch_key(self) -> str:
+        """The device's autograd dispatch key (``"AutogradCUDA"``...), asked of torch."""
+        from pytest_devcaps.dispatch import autograd_dispatch_key
+
+        return autograd_dispatch_key(self.identity.type)
+
+    @property
+    def dispatch_keys(self) -> tuple[str, str]:
+        """``(dispatch_key, autograd_dispatch_key)``."""
+        return self.dispatch_key, self.autograd_dispatch_key
+
     def __repr__(self) -> str:
         return f"<DeviceCapabilities {self.identity.key} ({self.identity.name})>"
 
@@ -47,16 +68,22 @@ class CapabilityRegistry:
     """Answers for every capability on every device of one machine (or one profile).
 
     Built by :func:`pytest_devcaps.registry.build_registry`; keeps the catalogue it was built
-    from (``catalogue``), so names, descriptions, dtypes and implications are at hand.
+    from (``catalogue``), so names, descriptions, dtypes and implications are at hand, and the
+    fact vocabulary of its backends (``facts``), which markers' ``when=`` conditions are
+    checked and compiled against (version facts compare as versions).
     """
 
     def __init__(self, devices: Sequence[DeviceIdentity],
                  records: Mapping[str, Mapping[str, CapabilityRecord]],
-                 catalogue: Catalogue, meta: Mapping[str, Any] | None = None) -> None:
+                 catalogue: Catalogue, meta: Mapping[str, Any] | None = None,
+                 facts: FactVocabulary | None = None) -> None:
+        from pytest_devcaps.facts import builtin_vocabulary
+
         self.devices: tuple[DeviceIdentity, ...] = tuple(devices)
         self._records = {dev: dict(caps) for dev, caps in records.items()}
         self.catalogue = catalogue
         self.meta: dict[str, Any] = dict(meta or {})
+        self.facts: FactVocabulary = facts if facts is not None else builtin_vocabulary()
 
     # -- lookups -------------------------------------------------------------------------
     @property
@@ -68,7 +95,9 @@ class CapabilityRegistry:
         return {name: spec.description for name, spec in self.catalogue.capabilities.items()}
 
     def check_name(self, capability: str) -> str:
-        """Return ``capability`` or raise :class:`UnknownCapabilityError` with the closest name."""
+        """The capability ``capability`` names: itself, or the one it is an alias of (PyTorch's
+        ``attention.flash_attention`` -> ``attention.flash``); raises
+        :class:`UnknownCapabilityError` with the closest name."""
         return self.catalogue.check_name(capability).name
 
     def capability_for_dtype(self, dtype_name: str) -> str | None:
@@ -107,7 +136,9 @@ class CapabilityRegistry:
         return self.devices[0]
 
     def record(self, capability: str, device: str | torch.device | None = None) -> CapabilityRecord:
-        self.check_name(capability)
+        """The answer for ``capability`` (or the capability an alias names: the record says which
+        one answered) on ``device``."""
+        capability = self.check_name(capability)
         identity = self.identity(device)
         base = self._records.get(identity.key)
         if base is None:
@@ -143,7 +174,8 @@ class CapabilityRegistry:
         }
 
     @classmethod
-    def from_snapshot(cls, data: Mapping[str, Any], catalogue: Catalogue) -> CapabilityRegistry:
+    def from_snapshot(cls, data: Mapping[str, Any], catalogue: Catalogue,
+                      facts: FactVocabulary | None = None) -> CapabilityRegistry:
         """Rebuild a registry from :meth:`to_snapshot` data and the same catalogue.
 
         Raises ValueError when the snapshot is of another format or another catalogue (an
@@ -159,4 +191,4 @@ class CapabilityRegistry:
             record = CapabilityRecord.from_dict(entry)
             records.setdefault(record.device, {})[record.capability] = record
         devices = [DeviceIdentity.from_dict(d) for d in data["devices"]]
-        return cls(devices, records, catalogue, data.get("meta"))
+        return cls(devices, records, catalogue, data.get("meta"), facts)

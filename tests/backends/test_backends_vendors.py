@@ -32,7 +32,7 @@ def test_cpuinfo_parsing() -> None:
     assert parse_cpuinfo(SAPPHIRE_RAPIDS) == (
         "Intel(R) Xeon(R) Platinum 8480+",
         {"avx2", "avx512", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_int8"})
-    assert parse_cpuinfo(GRAVITON3) == (None, {"neon", "sve"})
+    assert parse_cpuinfo(GRAVITON3) == (None, {"neon", "sve", "arm_fp16"})  # asimdhp: FEAT_FP16
 
 
 @pytest.mark.parametrize(("isa", "machine", "arch"), [
@@ -106,10 +106,10 @@ def test_nvidia_devices_come_from_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
     assert (h100.key, h100.vendor, h100.name, h100.arch, h100.count) == (
         "cuda:0", "nvidia", "NVIDIA H100 80GB HBM3", "sm_90", 2)
     assert h100.memory_bytes == 80 * 2**30 and h100.driver_version == "560.35.03"
-    assert h100.runtime_version == torch.version.cuda
+    assert h100.runtime_version == torch.version.cuda  # devcaps: allow[DC007]
     facts = h100.rule_facts()
     assert (facts["compute_capability"], facts["sm"], facts["arch"]) == (9.0, 90, "sm_90")
-    assert facts["cuda_version"] == torch.version.cuda and facts["nvml"] == "ok"
+    assert facts["cuda_version"] == torch.version.cuda and facts["nvml"] == "ok"  # devcaps: allow[DC007]
     assert "cudnn_version" in facts and "platform" in facts
     assert (a100.key, a100.facts["compute_capability"], a100.arch) == ("cuda:1", 8.0, "sm_80")
 
@@ -202,3 +202,51 @@ def test_apple_chip(brand: str, expected: tuple[str, int | None]) -> None:
 ])
 def test_gaudi_arch(name: str, expected: tuple[str, int | None]) -> None:
     assert gaudi_arch(name) == expected
+
+
+def _discovered_by_every_builtin_adapter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                         ) -> dict[str, list[Any]]:
+    """Each builtin adapter's discovery, run on fakes of its vendor's runtime."""
+    from pytest_devcaps.backends import hpu
+    from pytest_devcaps.backends.hpu import HpuAdapter
+    from pytest_devcaps.backends.mps import MpsAdapter
+    from pytest_devcaps.backends.privateuse1 import PrivateUse1Adapter
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(SAPPHIRE_RAPIDS)
+    rocm = CudaAdapter(cuda_module=SimpleNamespace(
+        device_count=lambda: 1, get_device_properties=lambda i: SimpleNamespace(
+            name="AMD Instinct MI300X", total_memory=2**30, gcnArchName="gfx942:sramecc+")))
+    monkeypatch.setattr(rocm, "_hip", lambda: "6.3.42131-fa1d09cbd")
+    gaudi = SimpleNamespace(device_count=lambda: 1, get_device_name=lambda i: "GAUDI3",
+                            get_device_properties=lambda i: SimpleNamespace(total_memory=2**30))
+    monkeypatch.setattr(hpu, "_hpu_module", lambda: gaudi)
+    monkeypatch.setattr(PrivateUse1Adapter, "_module", lambda self: SimpleNamespace(
+        device_count=lambda: 1, get_device_name=lambda i: "openreg"))
+    xpu_props = SimpleNamespace(name="Intel(R) Data Center GPU Max 1550", total_memory=2**30,
+                                has_fp64=True, driver_version="1.3")
+    return {
+        "cpu": [CpuAdapter(cpuinfo=cpuinfo), *CpuAdapter(cpuinfo=cpuinfo).discover()],
+        "nvidia": [CudaAdapter(), *CudaAdapter(nvml_loader=FakeNvml).discover()],
+        "amd": [rocm, *rocm.discover()],
+        "xpu": [XpuAdapter(), XpuAdapter()._identity(0, 1, xpu_props)],
+        "mps": [MpsAdapter(), *MpsAdapter().discover()],
+        "hpu": [HpuAdapter(), *HpuAdapter().discover()],
+        "privateuse1": [PrivateUse1Adapter(), *PrivateUse1Adapter().discover()],
+    }
+
+
+def test_every_fact_an_adapter_sets_is_one_it_declares(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rules, overrides and profiles may name only declared facts: an adapter that set an
+    undeclared one would make a valid rule look like a typo."""
+    from pytest_devcaps.model import IDENTITY_FACTS
+
+    for vendor, (adapter, *identities) in _discovered_by_every_builtin_adapter(
+            tmp_path, monkeypatch).items():
+        assert identities, vendor
+        for identity in identities:
+            assert set(identity.rule_facts()) <= set(IDENTITY_FACTS) | set(adapter.facts), vendor
+            undeclared = set(identity.facts) - set(adapter.facts) - set(IDENTITY_FACTS)
+            assert not undeclared, (vendor, undeclared)

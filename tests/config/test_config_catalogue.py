@@ -120,7 +120,7 @@ def test_with_capabilities_adds_specs_and_rules(catalogue: Catalogue) -> None:
     assert verdicts["openreg.fancy_op"].reason == "v1 has it; found v1"
     assert verdicts["dtype.bf16"].level is Level.EMULATED
     # A vendor without rules gets only the "*" verdicts.
-    assert set(classify(catalogue, _device())) == {"dist.nccl", "dist.xccl", "dist.hccl"}
+    assert set(classify(catalogue, _device())) == {"dist.nccl", "dist.xccl", "dist.hccl", "dist.mpi"}
     # Triples work too, and hook rules come before the shipped ones.
     nvidia_override = catalogue.with_capabilities(
         [], [("nvidia", "dtype.fp64", VendorRule(Level.UNKNOWN, "hook says so; found {arch}"))])

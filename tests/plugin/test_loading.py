@@ -80,13 +80,14 @@ def test_out_of_tree_backend_and_adjust_hook(pytester: pytest.Pytester) -> None:
         import dataclasses
         import pytest
         import torch
-        from pytest_devcaps import DeviceIdentity, Level
+        from pytest_devcaps import DeviceIdentity, Fact, Level
 
         torch.utils.rename_privateuse1_backend("acme")
 
         class AcmeBackend:
             type = "acme"
             visible_devices_variable = "ACME_VISIBLE_DEVICES"
+            facts = {"generation": Fact("Acme chip generation")}
 
             def is_available(self):
                 return True

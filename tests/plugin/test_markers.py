@@ -164,9 +164,9 @@ def test_requires_memory_bad_size(pytester: pytest.Pytester) -> None:
         """
     )
     result = pytester.runpytest()
-    result.stdout.fnmatch_lines(["*requires_memory: takes a size like '24GiB'*"])
+    result.stdout.fnmatch_lines(["*requires_memory: size must be a size like '24GiB'*, got 'lots'"])
     # A MarkerError is a collection error shown once: no traceback, no exception chain.
-    assert result.stdout.str().count("takes a size like") == 1
+    assert result.stdout.str().count("must be a size like") == 1
     result.stdout.no_fnmatch_line("*During handling*")
     result.stdout.no_fnmatch_line("*Traceback*")
     result.assert_outcomes(errors=1)
@@ -239,8 +239,12 @@ def test_markers_are_registered_and_strict_markers_clean(pytester: pytest.Pytest
     markers.stdout.fnmatch_lines([
         "@pytest.mark.requires_capability(*capabilities, any_of=None, native=False):*",
         "@pytest.mark.requires_devices(n):*",
-        "@pytest.mark.requires_memory(size, per_allocation=None):*",
-        "@pytest.mark.dtypes(*dtypes):*",
+        "@pytest.mark.requires_memory(size, per_allocation=None, free=False):*",
+        "@pytest.mark.dtypes(*dtypes, when=None):*",
+        "@pytest.mark.skip_on(when, reason):*",
+        "@pytest.mark.xfail_on(when, reason, strict=False, raises=None):*",
+        "@pytest.mark.tolerance(dtype=None, atol, rtol, when=None):*",
+        "@pytest.mark.hardware(cls):*",
     ])
 
 

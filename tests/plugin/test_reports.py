@@ -62,7 +62,7 @@ def test_skip_summary_groups_by_capability_and_device(pytester: pytest.Pytester)
     ])
 
 
-def test_require_turns_skips_into_failures(pytester: pytest.Pytester) -> None:
+def test_require_turns_skips_into_setup_errors(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(SUITE)
     result = pytester.runpytest(*SETS, "--devcaps-require=attention.flash")
     result.assert_outcomes(passed=2, skipped=2, errors=3)

@@ -63,3 +63,22 @@ def reports_modules(device: str) -> ProbeOutcome:
     """Says which of the modules a probe child must not import were imported."""
     forbidden = [m for m in ("pytest", "_pytest", "pytest_devcaps.plugin") if m in sys.modules]
     return ProbeOutcome(Level.NATIVE, f"device={device} forbidden={','.join(forbidden) or 'none'}")
+
+
+#: The hanging probe writes its own pid here (set by the orphan tests).
+CHILD_PID_FILE = "DEVCAPS_TEST_CHILD_PID_FILE"
+
+
+def kills_itself(device: str) -> ProbeOutcome:
+    """Dies of SIGKILL, as if the OOM killer or a user had ended it."""
+    os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(10)
+    raise AssertionError("still alive after SIGKILL")
+
+
+def hangs_with_pid(device: str) -> ProbeOutcome:
+    """Writes the probe child's pid where the test said, then hangs."""
+    with open(os.environ[CHILD_PID_FILE], "w") as handle:
+        handle.write(str(os.getpid()))
+    time.sleep(600)
+    return ProbeOutcome(Level.NATIVE, "woke up")

@@ -1,7 +1,14 @@
-"""Every builtin probe's answer on this machine, checked against real torch behaviour."""
+"""Every builtin probe's answer on this machine, checked against real torch behaviour.
+
+Expectations per build: the cpu device has an explicit table on every build (its fact-dependent
+rows follow this CPU's facts); an accelerator device (a CUDA, ROCm, XPU or MPS build) is expected
+to answer what the vendor rules say for its discovered facts, so on a GPU every probe whose
+answer the hardware decides is checked against the rules (and so against PyTorch's gates).
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import subprocess
 import sys
@@ -10,48 +17,95 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from pytest_devcaps.model import Level, ProbeOutcome
+from pytest_devcaps.backends import builtin_backends, discover_devices
+from pytest_devcaps.config import classify, load_catalogue
+from pytest_devcaps.model import DeviceIdentity, Level, ProbeOutcome
 from pytest_devcaps.probes import ProbeSpec, builtin_probes, run_probes
+from pytest_devcaps.probes.attention import judge_choice, judge_run
+from pytest_devcaps.probes.gates import Gate, judge, live_facts
 from pytest_devcaps.qualnames import resolve
 
 N, U = Level.NATIVE, Level.UNSUPPORTED
 
-# What each probe must answer, keyed by torch.accelerator.current_accelerator()'s type
-# (None: a CPU-only build), then by device. Add a table when running on another build.
-EXPECTED: dict[str | None, dict[str, dict[str, Level]]] = {
-    None: {
-        "cpu": {
-            "dtype.fp64": N, "dtype.fp16": N, "dtype.bf16": N, "dtype.tf32": U,
-            "dtype.fp8_e4m3fn": N, "dtype.fp8_e5m2": N,
-            "dtype.fp8_e4m3fnuz": N, "dtype.fp8_e5m2fnuz": N,
-            "mm.scaled": N,  # emulated on CPU; the vendor rule says so, the probe sees it run
-            "mm.scaled_rowwise": N, "mm.int8": N,
-            "attention.flash": N, "attention.mem_efficient": U, "attention.cudnn": U,
-            "runtime.graphs": U, "runtime.streams": U, "runtime.events": U,
-            "runtime.memory_stats": U, "runtime.pinned_memory": U,
-            "compile.inductor": N, "compile.triton": U,
-            "dist.gloo": N, "dist.nccl": U, "dist.xccl": U, "dist.hccl": U, "dist.mpi": U,
-        },
-    },
+# What each probe answers for the host CPU, on every build. NATIVE means "the op ran".
+CPU_EXPECTED: dict[str, Level] = {
+    "dtype.fp64": N, "dtype.fp16": N, "dtype.bf16": N, "dtype.tf32": U,
+    "dtype.fp8_e4m3fn": N, "dtype.fp8_e5m2": N,  # _scaled_mm's fp32 upcast (or oneDNN on AMX)
+    "dtype.fp8_e4m3fnuz": N, "dtype.fp8_e5m2fnuz": N,
+    "dtype.fp4_e2m1": U,  # the CPU _scaled_mm has no block scales (Blas.cpp get_joint_scaling)
+    "mm.scaled": N, "mm.scaled_rowwise": N, "mm.scaled_mx": U, "mm.grouped": N, "mm.int8": N,
+    "attention.flash": N, "attention.mem_efficient": U, "attention.cudnn": U,
+    "attention.flex": N,
+    "runtime.graphs": U, "runtime.streams": U, "runtime.events": U,
+    "runtime.memory_stats": U, "runtime.pinned_memory": U,
+    "compile.inductor": N, "compile.triton": U,
+    "dist.gloo": N, "dist.nccl": U, "dist.xccl": U, "dist.hccl": U, "dist.mpi": U,
 }
 
 # Reasons users will read in skip messages: the important words must be there.
-REASON_FRAGMENTS: dict[str | None, dict[str, dict[str, str]]] = {
-    None: {
-        "cpu": {
-            "dtype.tf32": "tf32 is a tensor-core format; cpu matmul stays fp32",
-            "attention.mem_efficient": "SDPBackend.EFFICIENT_ATTENTION raised RuntimeError",
-            "compile.triton": "Triton has no CPU backend (TRITON_INTERPRET only)",
-            "compile.inductor": "C++ compiler",
-            "dist.nccl": "nccl is not available",
-            "runtime.graphs": "no graph capture for cpu",
-        },
-    },
+CPU_REASONS: dict[str, str] = {
+    "dtype.tf32": "matmul stays fp32 under float32_matmul_precision('high')",
+    "dtype.fp8_e4m3fn": "_scaled_mm ran with float8_e4m3fn",
+    "dtype.fp4_e2m1": "block-scaled GEMM is CUDA sm_100+ and ROCm gfx950 only",
+    "mm.scaled_mx": "Invalid scaling configuration",
+    "attention.flash": "SDPBackend.FLASH_ATTENTION chosen by _fused_sdp_choice and ran on cpu",
+    "attention.mem_efficient": "(_fused_sdp_choice) under SDPBackend.EFFICIENT_ATTENTION",
+    "compile.triton": "Triton has no CPU backend (TRITON_INTERPRET only)",
+    "compile.inductor": "C++ compiler",
+    "dist.nccl": "nccl is not available",
+    "runtime.graphs": "no graph capture for cpu",
 }
 
-ACCELERATOR = getattr(torch.accelerator.current_accelerator(), "type", None)
-TABLE = EXPECTED.get(ACCELERATOR, {})
+
+def _cpu_expected(facts: dict[str, object]) -> dict[str, Level]:
+    """CPU_EXPECTED, with the rows this CPU's facts decide (rules: capabilities.yaml cpu)."""
+    isa = list(facts.get("isa") or ())  # type: ignore[call-overload]
+    expected = dict(CPU_EXPECTED)
+    if "amx_fp16" in isa:  # mkldnn Matmul.cpp use_mkldnn_tf32_matmul
+        expected["dtype.tf32"] = N
+    if "amx_int8" in isa and "amx_fp16" in isa:  # every fnuz _scaled_mm goes to oneDNN: no fnuz
+        expected["dtype.fp8_e4m3fnuz"] = expected["dtype.fp8_e5m2fnuz"] = U
+    if "avx2" not in isa or sys.platform == "darwin":  # IS_FLEX_ATTENTION_CPU_PLATFORM_SUPPORTED
+        expected["attention.flex"] = U
+    return expected
+
+
+#: What no rule decides for an accelerator: the software installed, not the hardware.
+def _software_rows(identity: DeviceIdentity) -> dict[str, Level]:
+    import torch.distributed as dist
+
+    rows = {"dist.mpi": N if dist.is_available() and dist.is_mpi_available() else U}
+    if importlib.util.find_spec("triton") is None:
+        rows["compile.triton"] = U
+        if identity.type in ("cuda", "xpu"):
+            rows["attention.flex"] = U
+    return rows
+
+
+def _accelerator_expected(identity: DeviceIdentity) -> dict[str, Level]:
+    """A probe must run the op where the rule says native or emulated and see it refused where
+    the rule says unsupported; capabilities the rules leave unknown are for the probe alone."""
+    verdicts = classify(load_catalogue(), identity)
+    expected = {cap: (N if verdict.level.available else U) for cap, verdict in verdicts.items()
+                if verdict.level is not Level.UNKNOWN and cap in builtin_probes()}
+    expected.update(_software_rows(identity))
+    return expected
+
+
+def _table() -> dict[str, dict[str, Level]]:
+    devices = discover_devices(builtin_backends())
+    table = {}
+    for identity in devices:
+        if identity.type == "cpu":
+            table[identity.key] = _cpu_expected(identity.rule_facts())
+        elif identity.index in (None, 0):  # one device per accelerator type
+            table[identity.key] = _accelerator_expected(identity)
+    return table
+
+
+TABLE = _table()
 CASES = [(device, cap) for device, caps in TABLE.items() for cap in caps]
+ACCELERATOR = getattr(torch.accelerator.current_accelerator(), "type", None)
 
 
 def children_cpu_seconds() -> float:
@@ -80,13 +134,17 @@ def answers(cold: ColdRun) -> dict[str, dict[str, ProbeOutcome]]:
     return cold.answers
 
 
-def test_an_expectation_table_exists_for_this_build() -> None:
-    assert TABLE, f"add an EXPECTED table for accelerator {ACCELERATOR!r}"
+def test_every_device_of_this_build_has_expectations() -> None:
+    assert "cpu" in TABLE
+    if ACCELERATOR is not None:  # a GPU build checks its accelerator too
+        assert any(device.startswith(ACCELERATOR) for device in TABLE), TABLE.keys()
+    for device, expected in TABLE.items():
+        assert len(expected) >= 10, (device, sorted(expected))
 
 
 def test_one_isolated_module_level_probe_per_capability() -> None:
     probes = builtin_probes()
-    assert set(probes) == set(EXPECTED[None]["cpu"])
+    assert set(probes) == set(CPU_EXPECTED)
     for name, spec in probes.items():
         assert isinstance(spec, ProbeSpec) and spec.name == name and spec.isolated
         assert resolve(spec.target) is spec.function, "the child must be able to import it"
@@ -99,14 +157,14 @@ def test_probe_answer_on_this_machine(answers: dict[str, dict[str, ProbeOutcome]
     outcome = answers[device][capability]
     assert outcome.level is TABLE[device][capability], outcome.reason
     assert outcome.reason
-    fragment = REASON_FRAGMENTS.get(ACCELERATOR, {}).get(device, {}).get(capability)
-    if fragment:
+    fragment = CPU_REASONS.get(capability) if device == "cpu" else None
+    if fragment and outcome.level is CPU_EXPECTED[capability]:
         assert fragment in outcome.reason
 
 
 def test_isolated_and_in_process_answers_agree(answers: dict[str, dict[str, ProbeOutcome]]) -> None:
     # in-process, skipping the process-group probe: it would create a group in pytest's process
-    for device, expected in TABLE.items():
+    for device in TABLE:
         for name, spec in builtin_probes().items():
             if name != "dist.gloo":
                 assert spec.function(device).level is answers[device][name].level, name
@@ -124,7 +182,60 @@ def test_cold_probing_costs_little_more_than_importing_torch(cold: ColdRun) -> N
     before = children_cpu_seconds()
     subprocess.run([sys.executable, "-c", "import torch"], check=True)
     import_torch = children_cpu_seconds() - before
-    per_device = cold.cpu_seconds / len(TABLE)
-    # about 1.2 s here against 1.6 s for a bare import (the child skips interpreter teardown);
+    per_device = cold.cpu_seconds / max(1, len(cold.answers))
+    # about 1.5 s here against 2.0 s for a bare import (the child skips interpreter teardown);
     # importing inductor or compiling would add well over a second
     assert per_device < import_torch + 1.0, (per_device, import_torch)
+
+
+# --- the probes' decision code, fed what each backend shows ----------------------------------
+
+@pytest.mark.parametrize(("backend", "chosen", "level", "words"), [
+    # MPS: _fused_sdp_choice has no MPS kernel; attention always runs
+    # _scaled_dot_product_attention_math_for_mps, whatever sdpa_kernel asks
+    ("FLASH_ATTENTION", NotImplementedError("Could not run 'aten::_fused_sdp_choice' with "
+                                            "arguments from the 'MPS' backend"), U, "math path"),
+    # the selection (every can_use_* check of sdp_utils.cpp) picked another backend
+    ("CUDNN_ATTENTION", 1, U, "picked FLASH_ATTENTION instead of SDPBackend.CUDNN_ATTENTION"),
+    ("EFFICIENT_ATTENTION", 0, U, "picked MATH"),
+    ("EFFICIENT_ATTENTION", RuntimeError("No viable backend"), U, "raised RuntimeError"),
+    ("FLASH_ATTENTION", 1, None, ""),  # chosen: the call decides
+])
+def test_attention_probe_counts_only_the_backend_pytorch_selects(
+        backend: str, chosen: int | BaseException, level: Level | None, words: str) -> None:
+    outcome = judge_choice(backend, chosen, "dev:0 (float16)")
+    if level is None:
+        assert outcome is None
+    else:
+        assert outcome is not None and outcome.level is level and words in outcome.reason
+
+
+@pytest.mark.parametrize(("messages", "level", "words"), [
+    ([], N, "chosen by _fused_sdp_choice and ran"),
+    # XPU has no efficient-attention kernel: SDPA warns and falls back to math
+    (["Memory efficient kernel not used because: ... falling back to math"], U, "fell back"),
+    (["Flash attention kernel not used because: head_dim"], U, "fell back"),
+    (["some unrelated deprecation"], N, "ran"),
+])
+def test_a_fallback_warning_means_not_supported(messages: list[str], level: Level,
+                                                words: str) -> None:
+    outcome = judge_run("EFFICIENT_ATTENTION", messages, "xpu:0 (float16)")
+    assert outcome.level is level and words in outcome.reason
+
+
+@pytest.mark.parametrize(("gate", "outcome", "level", "words"), [
+    (Gate(False, "needs sm_89"), ProbeOutcome(U, "raised RuntimeError: x"), U, "needs sm_89 (raised"),
+    (Gate(False, "needs sm_89"), ProbeOutcome(N, "ran"), N, "although PyTorch 2.13's check"),
+    (Gate(True, "ok"), ProbeOutcome(U, "raised RuntimeError: built without it"), U, "built without"),
+    (Gate(None, "no gate"), ProbeOutcome(N, "ran"), N, "ran"),
+])
+def test_probe_outcomes_are_read_against_pytorchs_gate(gate: Gate, outcome: ProbeOutcome,
+                                                       level: Level, words: str) -> None:
+    judged = judge(gate, outcome)
+    assert judged.level is level and words in judged.reason
+
+
+def test_live_facts_come_from_the_backends() -> None:
+    facts = live_facts("cpu")
+    assert facts["vendor"] == "cpu" and facts["type"] == "cpu" and "isa" in facts
+    assert live_facts("nosuchdevice:3") == {"type": "nosuchdevice", "vendor": "nosuchdevice"}

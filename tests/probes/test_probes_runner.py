@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -40,10 +43,19 @@ def process_exists(pid: int) -> bool:
     return True
 
 
-def gone_soon(pid: int) -> bool:
-    """A killed grandchild is reaped by init, which may take a moment."""
-    for _ in range(100):
-        if not process_exists(pid):
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def gone_soon(pid: int, seconds: float = 5.0) -> bool:
+    """A killed grandchild is reaped by init, which may take a moment (a zombie is gone)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not process_exists(pid) or _zombie(pid):
             return True
         time.sleep(0.05)
     return False
@@ -91,7 +103,8 @@ def test_hang_times_out_and_the_whole_process_group_is_killed(
     results = run_probes("cpu", specs(before=bad.good, hang=bad.hangs, after=bad.good),
                          timeout=1.0)
     assert time.monotonic() - started < 10
-    assert results["hang"] == ProbeOutcome(Level.UNKNOWN, "probe timed out after 1.0s")
+    assert results["hang"] == ProbeOutcome(Level.UNKNOWN, "probe timed out after 1.0s",
+                                           transient=True)
     assert results["after"].level is Level.NATIVE
     assert not process_exists(pid_of(results["before"]))
     assert gone_soon(int(pid_file.read_text())), "the hanging probe's grandchild survived"
@@ -165,7 +178,8 @@ def test_a_child_that_cannot_start_answers_unknown_for_all(
     results = run_probes("cpu", specs(a=bad.good, b=bad.good))
     for outcome in results.values():
         assert outcome == ProbeOutcome(Level.UNKNOWN,
-                                       "probe child failed to start: exited with code 5: no luck")
+                                       "probe child failed to start: exited with code 5: no luck",
+                                       transient=True)
 
 
 def test_a_missing_interpreter_answers_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -177,3 +191,87 @@ def test_a_missing_interpreter_answers_unknown(monkeypatch: pytest.MonkeyPatch) 
 
 def test_empty_specs_start_nothing() -> None:
     assert run_probes("cpu", {}) == {}
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGSEGV and SIGKILL are POSIX signals")
+def test_only_failures_of_the_run_not_of_the_probe_are_transient() -> None:
+    """A timeout, an outside kill or a child that cannot start say nothing about the device:
+    they are transient (never cached). A probe's own exception, crash or exit is an answer."""
+    results = run_probes("cpu", specs(raised=bad.raises, crashed=bad.segfaults, exited=bad.exits,
+                                      killed=bad.kills_itself, hung=bad.hangs, ok=bad.good),
+                         timeout=1.0)
+    transient = {name for name, outcome in results.items() if outcome.transient}
+    assert transient == {"killed", "hung"}, results
+    assert results["killed"].reason == "probe crashed: signal SIGKILL"
+
+
+def test_a_failing_runner_answers_transient_unknowns(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: object) -> dict[str, ProbeOutcome]:
+        raise OverflowError("timeout value is too large")
+
+    monkeypatch.setattr(runner, "_run_isolated", broken)
+    results = run_probes("cpu", specs(a=bad.good))
+    assert results["a"] == ProbeOutcome(
+        Level.UNKNOWN, "probe runner failed: OverflowError: timeout value is too large",
+        transient=True)
+
+
+def _kill_parent_then_expect_child_gone(parent_argv: list[str], pid_file: Path, sig: int,
+                                        env: dict[str, str] | None = None) -> None:
+    """Start ``parent_argv``, wait until its child wrote its pid to ``pid_file``, kill the
+    parent with ``sig`` and check the child is gone (killing it ourselves if it is not)."""
+    parent = subprocess.Popen(parent_argv, env=env)
+    child = None
+    try:
+        deadline = time.monotonic() + 60
+        while not (pid_file.exists() and pid_file.read_text().strip()):
+            assert parent.poll() is None, "the parent ended before its child started"
+            assert time.monotonic() < deadline, "the child never started"
+            time.sleep(0.05)
+        child = int(pid_file.read_text())
+        os.kill(parent.pid, sig)
+        parent.wait(timeout=30)
+        assert gone_soon(child, seconds=10), f"child {child} outlived its parent"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        parent.wait()
+        if child is not None and process_exists(child):
+            os.kill(child, signal.SIGKILL)
+
+
+_RUNNER_PARENT = textwrap.dedent("""
+    import sys
+    sys.path[:0] = {paths!r}
+    import _bad_probes as bad
+    from pytest_devcaps.probes import ProbeSpec, runner
+    runner.PRELOAD = ()
+    runner.run_probes("cpu", {{"hang": ProbeSpec("hang", bad.hangs_with_pid)}}, timeout=600)
+""")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_a_hanging_probe_child_dies_with_its_killed_parent(tmp_path: Path, sig: int) -> None:
+    """pytest killed (SIGKILL, SIGTERM) while a probe hangs leaves no orphan child."""
+    pid_file = tmp_path / "child.pid"
+    code = _RUNNER_PARENT.format(paths=[str(Path(bad.__file__).parent), *sys.path])
+    _kill_parent_then_expect_child_gone([sys.executable, "-c", code], pid_file, sig,
+                                        env={**os.environ, bad.CHILD_PID_FILE: str(pid_file)})
+
+
+_WATCHED_CHILD = textwrap.dedent("""
+    import subprocess, sys
+    code = ("import os, sys, time; sys.platform = 'darwin'; "  # no prctl: the watch thread only
+            "from pytest_devcaps.probes._child import die_with_parent; "
+            "die_with_parent(os.getppid()); "
+            "open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(600)")
+    subprocess.Popen([sys.executable, "-c", code, sys.argv[1]], start_new_session=True).wait()
+""")
+
+
+@pytest.mark.skipif(os.name != "posix", reason="parent pids are POSIX")
+def test_without_prctl_the_parent_watch_ends_the_orphaned_child(tmp_path: Path) -> None:
+    pid_file = tmp_path / "child.pid"
+    _kill_parent_then_expect_child_gone([sys.executable, "-c", _WATCHED_CHILD, str(pid_file)],
+                                        pid_file, signal.SIGKILL)

@@ -1,0 +1,55 @@
+"""``devcaps lint``: find the hardcoded device checks that keep a test suite on CUDA, and
+(``--fix``, with the ``lint`` extra) rewrite what can be rewritten onto the plugin's fixtures,
+marks and ``torch.accelerator``.
+
+Modules, one job each:
+
+- ``rules``      the rule table: patterns -> rule code, message, capability, replacement
+- ``model``      records: Span, Finding, Need, the edit kinds, Analysis
+- ``source``     files in: paths, decoding, spans in characters, ``# devcaps: allow`` pragmas
+- ``gates``      gate atoms in conditions and the need of a whole condition
+- ``scopes``     where code sits: pytest test, fixture, TestCase method, helper
+- ``constructs`` skip decorators, in-test skips, ``pytestmark``: gates fixed as one
+- ``aliases``    module-level device constants and their uses
+- ``calls``      calls, moves, literals, settings inside code
+- ``finder``     the syntax-tree walk that uses the modules above
+- ``items``      working records and the decision for each gate
+- ``analyze``    one file start to end, and its hardware classification
+- ``output``     text / json / github formats
+- ``codemod``    applying edits with LibCST (the optional ``lint`` extra)
+- ``fix``        ``--fix`` / ``--diff`` until nothing is left to fix
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from pytest_devcaps.lint.analyze import Classification, analyze, classify_file, unreadable
+from pytest_devcaps.lint.model import Analysis, Finding
+from pytest_devcaps.lint.source import LintInputError, iter_python_files, read_text
+
+__all__ = ["Analysis", "Classification", "Finding", "LintInputError", "analyze", "analyze_paths",
+           "classify_file", "iter_python_files", "lint_paths", "lint_source"]
+
+
+def lint_source(source: str, path: str = "<string>") -> list[Finding]:
+    """Findings in one file's source (suppressed ones left out), sorted by line and column."""
+    return list(analyze(source, path).findings)
+
+
+def analyze_path(path: Path) -> Analysis:
+    text = read_text(path)
+    if isinstance(text, tuple):
+        return unreadable(path.as_posix(), *text)
+    return analyze(text, path.as_posix())
+
+
+def analyze_paths(paths: Iterable[str | Path], exclude: Sequence[str] = ()) -> list[Analysis]:
+    """Every Python file under ``paths``, sorted by path; LintInputError for a missing path."""
+    files = sorted(set(iter_python_files(paths, exclude)), key=lambda p: p.as_posix())
+    return [analyze_path(p) for p in files]
+
+
+def lint_paths(paths: Iterable[str | Path], exclude: Sequence[str] = ()) -> list[Finding]:
+    return [f for analysis in analyze_paths(paths, exclude) for f in analysis.findings]

@@ -1,0 +1,181 @@
+"""Module-level device constants (``DEVICE = "cuda"``, ``device = torch.device("cuda:0")``,
+``DEVICE = "cuda" if torch.cuda.is_available() else "cpu"``) and their uses.
+
+When every use sits where a device is at hand (a test with the ``device`` fixture, a helper
+with a ``device`` parameter), the uses take that device and the constant goes. Otherwise the
+constant becomes "the accelerator, else the CPU" and its uses stay as they are.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from pytest_devcaps.lint import rules
+from pytest_devcaps.lint.gates import FixedUses, classify, dotted, generic_atom, is_cuda_literal
+from pytest_devcaps.lint.items import Item
+from pytest_devcaps.lint.model import AddParameter, Edit, ReplaceExpr, ReplaceStatement
+from pytest_devcaps.lint.scopes import DeviceContext
+from pytest_devcaps.lint.source import SourceFile
+
+
+@dataclass(frozen=True)
+class DeviceValue:
+    """What a device expression is: a string or a ``torch.device``, with its index."""
+
+    kind: str  # "str" | "device"
+    index: int | None
+
+    def replacement(self, context: DeviceContext, role: str | None) -> str:
+        if role in ("device", "move") or (role is None and self.kind == "device"):
+            if self.index:
+                return f"torch.device({context.expr('type')}, {self.index})"
+            return context.expr("device")
+        if role is None and self.index is not None:
+            return context.expr("str")
+        return context.expr("type")
+
+    @property
+    def accelerator(self) -> str:
+        return rules.ACCELERATOR_DEVICE if self.kind == "device" else rules.ACCELERATOR_TYPE
+
+
+def _index(text: str) -> int | None:
+    return int(text.split(":", 1)[1]) if ":" in text else None
+
+
+def device_value(node: ast.expr) -> DeviceValue | None:
+    """``"cuda"``, ``"cuda:0"``, ``torch.device("cuda"[, i])``, or ``<that> if <CUDA is
+    available> else "cpu"`` (either way round)."""
+    if is_cuda_literal(node):
+        assert isinstance(node, ast.Constant)
+        return DeviceValue("str", _index(str(node.value)))
+    if isinstance(node, ast.Call) and dotted(node.func) in ("torch.device", "device") and node.args \
+            and is_cuda_literal(node.args[0]) and not node.keywords and len(node.args) <= 2:
+        first = node.args[0]
+        assert isinstance(first, ast.Constant)
+        index = _index(str(first.value))
+        if len(node.args) == 2:
+            second = node.args[1]
+            index = second.value if isinstance(second, ast.Constant) and isinstance(second.value, int) else -1
+        return None if index == -1 else DeviceValue("device", index)
+    if isinstance(node, ast.IfExp):
+        return _conditional(node)
+    return None
+
+
+def _is_cpu(node: ast.expr) -> bool:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return bool(rules.CPU_LITERAL.match(node.value))
+    return isinstance(node, ast.Call) and dotted(node.func) in ("torch.device", "device") and bool(node.args) \
+        and _is_cpu(node.args[0])
+
+
+def _conditional(node: ast.IfExp) -> DeviceValue | None:
+    test, positive = node.test, True
+    while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, positive = test.operand, not positive
+    atom = classify(test, FixedUses(), in_condition=True) or generic_atom(test)
+    if atom is None or not atom.when_true.accelerator:
+        return None
+    chosen, other = (node.body, node.orelse) if positive else (node.orelse, node.body)
+    value = device_value(chosen)
+    return value if value is not None and _is_cpu(other) else None
+
+
+@dataclass
+class Alias:
+    name: str
+    statement: ast.stmt
+    value: ast.expr
+    device: DeviceValue
+    item: Item
+    uses: list[tuple[Item | None, ast.Name, str | None, DeviceContext | None]] = field(default_factory=list)
+
+
+class Aliases:
+    """The module's device constants, their uses, and (``decide``) how ``--fix`` treats them."""
+
+    def __init__(self, source: SourceFile, owned: set[int]) -> None:
+        self.source = source
+        self.by_name: dict[str, Alias] = {}
+        counts: dict[str, int] = {}
+        for statement in source.tree.body:
+            for target in _targets(statement):
+                counts[target] = counts.get(target, 0) + 1
+        for statement in source.tree.body:
+            alias = self._alias(statement, counts)
+            if alias is not None:
+                self.by_name[alias.name] = alias
+                owned.add(id(alias.value))
+
+    def _alias(self, statement: ast.stmt, counts: dict[str, int]) -> Alias | None:
+        value = statement.value if isinstance(statement, (ast.Assign, ast.AnnAssign)) else None
+        targets = _targets(statement)
+        if value is None or len(targets) != 1 or counts[targets[0]] != 1 or not rules.DEVICE_NAME.search(targets[0]):
+            return None
+        device = device_value(value)
+        if device is None:
+            return None
+        name = targets[0]
+        text = " ".join(self.source.segment(value).split())
+        item = Item(self.source.span(statement), "DC003", f"`{name} = {text}` hardcodes the device",
+                    "the device fixture in tests, torch.accelerator.current_accelerator() elsewhere",
+                    "accelerator", blocks_cpu=True,
+                    suppressed=self.source.allowed(statement.lineno, "DC003"))
+        return Alias(name, statement, value, device, item)
+
+    def use(self, node: ast.Name, role: str | None, context: DeviceContext | None) -> Item:
+        alias = self.by_name[node.id]
+        item = Item(self.source.span(node), "DC003",
+                    f"`{node.id}` is the hardcoded device of line {alias.statement.lineno}",
+                    "the device fixture", "accelerator", blocks_cpu=True,
+                    suppressed=self.source.allowed(node.lineno, "DC003"))
+        alias.uses.append((item, node, role, context))
+        return item
+
+    def blocked_use(self, node: ast.AST) -> None:
+        """Uses inside code the lint leaves as it is (a gate): the constant must stay."""
+        for child in ast.walk(node):
+            if isinstance(child, ast.Name) and child.id in self.by_name:
+                self.by_name[child.id].uses.append((None, child, None, None))
+
+    def decide(self) -> list[Item]:
+        items: list[Item] = []
+        for alias in self.by_name.values():
+            _decide(alias, self.source)
+            items.append(alias.item)
+        return items
+
+
+def _targets(statement: ast.stmt) -> list[str]:
+    if isinstance(statement, ast.Assign):
+        return [t.id for t in statement.targets if isinstance(t, ast.Name)]
+    if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
+        return [statement.target.id]
+    return []
+
+
+def _decide(alias: Alias, source: SourceFile) -> None:
+    if alias.item.suppressed or any(item is not None and item.suppressed for item, *_ in alias.uses):
+        alias.item.why = "suppressed with # devcaps: allow"
+        return
+    if alias.uses and all(item is not None and context is not None for item, _, _, context in alias.uses):
+        for item, node, role, context in alias.uses:
+            assert item is not None and context is not None
+            edits: list[Edit] = [ReplaceExpr(source.span(node), "Name", alias.device.replacement(context, role))]
+            if context.param_owner is not None:
+                edits.append(AddParameter(context.param_owner, "device"))
+            item.fixed("replaced by the test's device", *edits)
+        alias.item.fixed("removed: every use now takes the device fixture",
+                         ReplaceStatement(source.span(alias.statement), ""))
+        return
+    if not alias.device.index:
+        value = alias.device.accelerator
+        alias.item.fixed(f"becomes {value}",
+                         ReplaceExpr(source.span(alias.value), type(alias.value).__name__, value))
+        for item, *_ in alias.uses:
+            if item is not None:
+                item.fix = f"fixed with line {alias.statement.lineno}"
+        return
+    alias.item.why = "a fixed device index outside tests"

@@ -1,0 +1,130 @@
+"""One file, start to end: parse, find, decide the gates, apply the ``# devcaps: allow`` pragmas,
+and return the findings (sorted) with the edits ``--fix`` would make and the file's hardware
+classification (``generic`` / ``accelerator`` / a vendor or device type, PyTorch's vocabulary).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from pytest_devcaps.lint.finder import NO_DEVICE_HELPER, Finder
+from pytest_devcaps.lint.helpers import threadable
+from pytest_devcaps.lint.items import Item, decide
+from pytest_devcaps.lint.model import (
+    Analysis, Finding, Hardware, RemoveUnusedImport, ReplaceStatement, Span, join_hardware,
+)
+from pytest_devcaps.lint.source import SourceFile, parse_source
+
+HARDWARE_MEANING = {
+    "generic": "runs anywhere, the CPU included",
+    "accelerator": "needs some accelerator, any vendor",
+    "cuda": "specific to the CUDA device type (NVIDIA or ROCm)",
+    "nvidia": "specific to NVIDIA GPUs",
+    "amd": "specific to AMD GPUs (ROCm)",
+}
+
+
+@dataclass(frozen=True)
+class Classification:
+    """The ``@pytest.mark.hardware(...)`` the file's tests would carry, and the findings behind it."""
+
+    hardware: Hardware
+    because: tuple[Finding, ...]
+
+    @property
+    def reason(self) -> str:
+        lines = ", ".join(f"line {f.line} {f.code}" for f in self.because[:3])
+        more = f" and {len(self.because) - 3} more" if len(self.because) > 3 else ""
+        return HARDWARE_MEANING[self.hardware] + (f" ({lines}{more})" if lines else "")
+
+
+def unreadable(path: str, line: int, column: int, why: str) -> Analysis:
+    return Analysis(path, (Finding(path, line, column, "DC000", why, "a UTF-8 Python file"),), readable=False)
+
+
+def analyze(text: str, path: str = "<string>") -> Analysis:
+    parsed = parse_source(text, path)
+    if not isinstance(parsed, SourceFile):
+        return unreadable(path, *parsed)
+    finder = _find(parsed)
+    items = finder.items + finder.aliases.decide()
+    seen = {id(i) for i in items}
+    for construct in finder.constructs:
+        for item in construct.items:
+            item.suppressed = item.suppressed or parsed.allowed(item.span.line, item.code)
+            if id(item) not in seen:
+                seen.add(id(item))
+                items.append(item)
+        if any(item.suppressed for item in construct.items):
+            construct.keep = "suppressed with # devcaps: allow"
+    residue = _residue(items)
+    for construct in finder.constructs:
+        decide(construct, residue)
+    _drop_spent_definitions(finder, items)
+    kept = [i for i in items if not i.suppressed]
+    findings = [i.finding(path) for i in kept]
+    findings += [Finding(path, line, column, "DC000", why, "a known rule code")
+                 for line, column, why in parsed.bad_pragmas]
+    edits = tuple(e for item in kept for e in item.edits) + tuple(finder.plumbing)
+    return Analysis(path, tuple(sorted(findings, key=_order)), edits)
+
+
+def _find(source: SourceFile) -> Finder:
+    """Read the file; read it again when helpers can be given a device (then their CUDA code
+    is fixable and their callers pass ``device=``)."""
+    finder = Finder(source)
+    finder.visit(source.tree)
+    needing = {i.helper for i in finder.items if i.helper and i.fix is None and not i.suppressed
+               and i.why == NO_DEVICE_HELPER}
+    threaded = threadable(source.tree, {n for n in needing if n}, finder.facts.local_gates)
+    if not threaded:
+        return finder
+    finder = Finder(source, threaded)
+    finder.visit(source.tree)
+    return finder
+
+
+def _within(inner: Span, outer: Span) -> bool:
+    return (outer.line, outer.col) <= (inner.line, inner.col) and (inner.end_line, inner.end_col) <= (
+        outer.end_line, outer.end_col)
+
+
+def _drop_spent_definitions(finder: Finder, items: list[Item]) -> None:
+    """A gate the file defines (``is_cuda_8_9 = ...``) goes when every use was rewritten."""
+    source = finder.source
+    rewritten = [c.span for c in finder.constructs if c.items and c.items[0].edits]
+    loads = [n for n in ast.walk(source.tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+    for gate in finder.facts.local_gates.values():
+        where = source.span(gate.statement)
+        uses = [source.span(n) for n in loads if n.id == gate.name and not _within(source.span(n), where)]
+        if not uses or not all(any(_within(u, r) for r in rewritten) for u in uses):
+            continue
+        inside = sorted((i for i in items if _within(i.span, where)), key=lambda i: i.span)
+        if not inside or any(i.suppressed for i in inside):
+            continue
+        for item in inside:
+            item.edits.clear()
+            item.fix = f"fixed with line {inside[0].span.line}"
+        construct_imports = [RemoveUnusedImport(finder.facts.imports[n.id], n.id) for n in ast.walk(gate.statement)
+                             if isinstance(n, ast.Name) and n.id in finder.facts.imports]
+        inside[0].fixed(f"removed: every use of {gate.name} was rewritten", ReplaceStatement(where, ""),
+                        *construct_imports)
+
+
+def _residue(items: list[Item]) -> Item | None:
+    """The first finding left unfixed that fails without CUDA: while it stays, so do the
+    file's "needs CUDA" gates."""
+    left = [i for i in items if i.blocks_cpu and (i.fix is None or i.suppressed)]
+    return min(left, key=lambda i: i.span, default=None)
+
+
+def _order(finding: Finding) -> tuple[int, int, str]:
+    return finding.line, finding.column, finding.code
+
+
+def classify_file(findings: tuple[Finding, ...]) -> Classification:
+    relevant = [f for f in findings if f.code != "DC000"]
+    hardware = join_hardware([f.hardware for f in relevant])
+    because = tuple(f for f in relevant if f.hardware == hardware) or tuple(relevant)
+    return Classification(hardware, because if hardware != "generic" else ())

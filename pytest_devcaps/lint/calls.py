@@ -1,0 +1,375 @@
+"""Rules for code inside tests and helpers: ``torch.cuda.*`` calls, ``.cuda()`` moves, device
+literals in device positions, ``torch.cuda.amp``, NCCL, pinned memory, backend settings.
+
+Each rule reports through a :class:`Host` (the finder) and fixes with the device the scope
+has: the ``device`` fixture in a test (``typed``), a ``device`` parameter in a helper, or none.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Protocol
+
+from pytest_devcaps.lint import rules
+from pytest_devcaps.lint.aliases import device_value
+from pytest_devcaps.lint.gates import deviceish, dotted, is_cuda_literal, last_name
+from pytest_devcaps.lint.items import Item
+from pytest_devcaps.lint.model import (
+    AddMarks, Edit, EditCall, Hardware, Need, ReplaceExpr, ReplaceStatement, Span,
+)
+from pytest_devcaps.lint.scopes import DeviceContext, Scope
+from pytest_devcaps.lint.source import SourceFile
+
+
+class Host(Protocol):
+    source: SourceFile
+    roles: dict[int, str]
+    signatures: dict[str, list[str]]
+
+    @property
+    def scope(self) -> Scope: ...
+
+    def add(self, node: ast.AST, code: str, message: str, use: str, hardware: Hardware | None = None,
+            blocks: bool | None = None, span: Span | None = None) -> Item: ...
+
+    def own(self, node: ast.AST) -> None: ...
+
+    def why_no_device(self) -> str: ...
+
+    def param_edits(self, context: DeviceContext, *fixtures: str) -> list[Edit]: ...
+
+
+def assign_roles(host: Host, node: ast.Call) -> None:
+    """Say which arguments of ``node`` are devices, device types or distributed backends."""
+    last = last_name(node.func)
+    move = last == "to"
+    for keyword in node.keywords:
+        if keyword.arg in rules.DEVICE_SELECTION_KEYWORDS:
+            mark_named(host, keyword.value, "selection")
+        elif keyword.arg in rules.DEVICE_TYPE_KEYWORDS:
+            host.roles[id(keyword.value)] = "amp" if last in rules.AMP_CALLS else "type"
+        elif keyword.arg in rules.DEVICE_KEYWORDS or (keyword.arg and rules.DEVICE_NAME.search(keyword.arg)):
+            host.roles[id(keyword.value)] = "move" if move else "device"
+        elif keyword.arg == "backend":
+            host.roles[id(keyword.value)] = "backend"
+    if not node.args:
+        return
+    if isinstance(node.func, ast.Name) and node.func.id in host.signatures:
+        for arg, name in zip(node.args, host.signatures[node.func.id]):
+            if rules.DEVICE_NAME.search(name):
+                host.roles[id(arg)] = "type" if "type" in name else "device"
+    first = node.args[0]
+    if last == "device" and len(node.args) == 2:
+        host.roles[id(first)] = "type"
+    elif last in rules.DEVICE_FIRST_ARG:
+        host.roles[id(first)] = "move" if move else "device"
+    elif last in rules.DEVICE_TYPE_FIRST_ARG:
+        host.roles[id(first)] = "amp"
+    elif last == "init_process_group":
+        host.roles[id(first)] = "backend"
+
+
+def mark_named(host: Host, value: ast.AST, role: str) -> None:
+    """A CUDA literal that is ``value``, or an element of it (a list, tuple or set, an
+    ``a if c else b``, a ``pytest.param(...)``), is a device: assigned to a device name, returned
+    by a device fixture, or an ``only_for=`` device-type selection. Inside other calls it is data
+    (``DeviceIdentity(type="cuda")``)."""
+    if isinstance(value, ast.Constant) and isinstance(value.value, str):
+        host.roles.setdefault(id(value), role)
+    elif isinstance(value, (ast.List, ast.Tuple, ast.Set)):
+        for element in value.elts:
+            mark_named(host, element, role)
+    elif isinstance(value, ast.IfExp):
+        mark_named(host, value.body, role)
+        mark_named(host, value.orelse, role)
+    elif isinstance(value, ast.BinOp):
+        mark_named(host, value.left, role)
+        mark_named(host, value.right, role)
+    elif isinstance(value, ast.Call) and last_name(value.func) == "param" and value.args:
+        mark_named(host, value.args[0], role)
+
+
+def _unfixed(host: Host, item: Item, why: str | None = None) -> Item:
+    item.why = why or host.why_no_device()
+    return item
+
+
+def _marks(host: Host, context: DeviceContext, capability: str | None) -> list[Edit] | None:
+    """The mark a rewritten call needs on its test (None: it has no test to carry it)."""
+    if capability is None or capability in host.scope.declared:
+        return []
+    if context.mark_owner is None:
+        return None
+    return [AddMarks(context.mark_owner, Need(capabilities=(capability,)))]
+
+
+def cuda_call(host: Host, node: ast.Call, name: str) -> None:
+    parts = name.split(".")
+    entry = rules.CUDA_CALLS.get(parts[2], rules.DEFAULT_CUDA_CALL) if len(parts) == 3 \
+        else rules.DEFAULT_CUDA_CALL
+    hardware = entry.hardware if len(parts) == 3 else "cuda"
+    code = "DC008" if parts[2:3] == ["nccl"] else entry.code
+    item = host.add(node, code, f"`{name}()` is CUDA-only", entry.use, hardware, blocks=entry.blocks_cpu)
+    host.own(node.func)
+    context = host.scope.context
+    fix = _cuda_fix(host, node, parts[2], entry, context) if len(parts) == 3 else None
+    if fix is None:
+        _unfixed(host, item, None if context is None else "no device-generic replacement here")
+    else:
+        item.fixed(fix[0], *fix[1])
+
+
+Fix = tuple[str, list[Edit]]
+
+
+def _cuda_fix(host: Host, node: ast.Call, attr: str, entry: rules.CudaCall,
+              context: DeviceContext | None) -> Fix | None:
+    span = host.source.span(node)
+    if context is not None and context.typed and context.fixture_owner is not None and entry.test:
+        marks = _marks(host, context, entry.capability)
+        if marks is None:
+            return None
+        if entry.test.startswith("device_runtime."):
+            if attr != "manual_seed" and not _device_args_only(node):
+                return None
+            args = None if attr == "manual_seed" else ()
+            return (f"replaced by {entry.test}()",
+                    [EditCall(span, func=entry.test, args=args), *host.param_edits(context, "device_runtime"),
+                     *marks])
+        call = _with_device(span, node, entry.test, entry.device_arg, context)
+        return None if call is None else (f"replaced by {entry.test}", [call, *host.param_edits(context), *marks])
+    if context is not None and entry.device and not (context.typed and context.fixture_owner):
+        call = _with_device(span, node, entry.device, entry.device_arg, context)
+        return None if call is None else (f"replaced by {entry.device}", [call, *host.param_edits(context)])
+    if attr == "set_device" and context is not None and len(node.args) == 1 and not node.keywords:
+        index = host.source.segment(node.args[0])
+        return ("replaced by pytest_devcaps.runtime.set_device (a no-op on the CPU)",
+                [EditCall(span, func="pytest_devcaps.runtime.set_device",
+                          args=(f"torch.device({context.expr('type')}, {index})",)), *host.param_edits(context)])
+    if attr == "stream" and context is not None and len(node.args) == 1 and not node.keywords:
+        marks = _marks(host, context, entry.capability)
+        if marks is not None and isinstance(node.args[0], (ast.Name, ast.Attribute)):
+            return ("replaced by the stream itself (torch.Stream is a context manager)",
+                    [ReplaceExpr(span, "Call", host.source.segment(node.args[0])), *marks])
+    if entry.anywhere:
+        return f"replaced by {entry.anywhere}", [EditCall(span, func=entry.anywhere)]
+    return None
+
+
+def _device_args_only(node: ast.Call) -> bool:
+    """No arguments, or only the device (``synchronize(device)``, ``synchronize(0)``)."""
+    if node.keywords or len(node.args) > 1:
+        return False
+    return not node.args or (isinstance(node.args[0], ast.Name) and node.args[0].id == "device") or (
+        isinstance(node.args[0], ast.Constant) and node.args[0].value in (0, None))
+
+
+def _with_device(span: Span, node: ast.Call, func: str, device_arg: str | None,
+                 context: DeviceContext) -> EditCall | None:
+    """The call with ``func`` and the device passed (positionally when ``device_arg`` is "0")."""
+    device = context.expr("device")
+    if device_arg == "0":
+        return EditCall(span, func=func, prepend=(device,)) if not node.args and not node.keywords else None
+    if device_arg == "device":
+        if node.args:
+            return None
+        if any(k.arg == "device" for k in node.keywords):
+            return EditCall(span, func=func)
+        return EditCall(span, func=func, keywords=(("device", device),))
+    return EditCall(span, func=func)
+
+
+def cuda_amp(host: Host, node: ast.Call, name: str) -> None:
+    attr = name.rsplit(".", 1)[1]
+    item = host.add(node, "DC009", f"`{name}()` is CUDA-only", rules.AMP_USE, "accelerator")
+    host.own(node.func)
+    context = host.scope.context
+    target = rules.CUDA_AMP.get(attr)
+    if context is None or target is None or node.args:
+        _unfixed(host, item, None if context is None else "pass the device type explicitly")
+        return
+    item.fixed(f"replaced by {target}({context.expr('type')}, ...)",
+               EditCall(host.source.span(node), func=target, prepend=(context.expr("type"),)),
+               *host.param_edits(context))
+
+
+def move(host: Host, node: ast.Call) -> None:
+    """``x.cuda()``, ``x.cuda(0)``, ``x.cuda(rank)``, ``x.cuda(non_blocking=True)`` (reported
+    where ``cuda`` is written: a chain spans lines)."""
+    func = host.source.span(node.func)
+    where = Span(func.end_line, func.end_col - len("cuda"), func.end_line, func.end_col)
+    item = host.add(node, "DC002", "`.cuda()` moves to CUDA", ".to(device)", "accelerator", span=where)
+    context = host.scope.context
+    if context is None:
+        _unfixed(host, item)
+        return
+    span = host.source.span(node)
+    device = context.expr("device")
+    if any(k.arg == "device" for k in node.keywords) or len(node.args) > 1:
+        _unfixed(host, item, "an unusual .cuda() call")
+        return
+    if not node.args:
+        edit = EditCall(span, method="to", prepend=(device,))
+    elif _device_args_only(node):
+        edit = EditCall(span, method="to", args=(device,))
+    else:
+        index = host.source.segment(node.args[0])
+        edit = EditCall(span, method="to", args=(f"torch.device({context.expr('type')}, {index})",))
+    item.fixed(f"replaced by .to({device})", edit, *host.param_edits(context))
+
+
+def device_call(host: Host, node: ast.Call) -> bool:
+    """``torch.device("cuda")`` in a test becomes the test's device; True when handled."""
+    context = host.scope.context
+    value = device_value(node)
+    if context is None or not context.typed or value is None or value.index or len(node.args) != 1:
+        return False
+    item = host.add(node, "DC003", f"`{host.source.segment(node)}` hardcodes the device", "the device fixture",
+                    "accelerator")
+    host.own(node)
+    item.fixed("replaced by device", ReplaceExpr(host.source.span(node), "Call", context.expr("device")),
+               *host.param_edits(context))
+    return True
+
+
+LITERAL_CODE = {"move": "DC002", "amp": "DC009", "backend": "DC008"}
+
+
+def literal(host: Host, node: ast.Constant, role: str | None) -> None:
+    if role is None:
+        return  # "cuda" that is not a device here: data
+    value = str(node.value)
+    code = LITERAL_CODE.get(role or "", "DC003")
+    what = {"DC002": "moves to", "DC009": "autocasts on", "DC008": "picks a backend for"}.get(code, "names")
+    item = host.add(node, code, f"{value!r} {what} the CUDA device", "the device fixture (device / device.type)",
+                    "accelerator")
+    context = host.scope.context
+    if context is None:
+        _unfixed(host, item)
+        return
+    if role not in ("device", "move", "type", "amp"):
+        _unfixed(host, item, "restricts tests to CUDA; list the capability they need instead"
+                 if role == "selection" else "a device inside a larger value; build it from the test's device")
+        return
+    index = int(value.split(":")[1]) if ":" in value else 0
+    if role in ("type", "amp"):
+        code_text = context.expr("type")
+    elif index:
+        code_text = f"torch.device({context.expr('type')}, {index})"
+    else:
+        code_text = context.expr("device")
+    item.fixed(f"replaced by {code_text}", ReplaceExpr(host.source.span(node), "Constant", code_text),
+               *host.param_edits(context))
+
+
+def nccl(host: Host, node: ast.Constant, role: str | None, call: ast.Call | None) -> None:
+    if role is None:
+        return
+    item = host.add(node, "DC008", "'nccl' is the CUDA-only distributed backend", rules.DIST_USE, "accelerator")
+    context = host.scope.context
+    if role != "backend" or context is None:
+        _unfixed(host, item)
+        return
+    span = host.source.span(node)
+    if context.typed and context.fixture_owner is not None:
+        item.fixed("replaced by the dist_backend fixture", ReplaceExpr(span, "Constant", "dist_backend"),
+                   *host.param_edits(context, "dist_backend"))
+        return
+    prefix = "torch.distributed"
+    if call is not None and isinstance(call.func, ast.Attribute) and dotted(call.func.value) in ("dist", "c10d"):
+        prefix = dotted(call.func.value)
+    code = f"{prefix}.get_default_backend_for_device({context.expr('device')})"
+    item.fixed(f"replaced by {code}", ReplaceExpr(span, "Constant", code), *host.param_edits(context))
+
+
+def fstring(host: Host, node: ast.JoinedStr) -> bool:
+    """``f"cuda:{rank}"`` -> ``f"{device.type}:{rank}"``; True when it was one."""
+    first = node.values[0] if node.values else None
+    if not (isinstance(first, ast.Constant) and isinstance(first.value, str) and first.value.startswith("cuda:")):
+        return False
+    item = host.add(node, "DC003", "an f-string builds a CUDA device", 'f"{device.type}:{index}"', "accelerator")
+    host.own(first)
+    context = host.scope.context
+    text = host.source.segment(node)
+    quote = min((i for i in (text.find('"'), text.find("'")) if i >= 0), default=-1)
+    if context is None or quote < 0 or not text[quote + 1:].startswith("cuda:"):
+        _unfixed(host, item)
+        return True
+    code = text[:quote + 1] + "{" + context.expr("type") + "}" + text[quote + 5:]
+    item.fixed(f"replaced by {code}", ReplaceExpr(host.source.span(node), "JoinedStr", code),
+               *host.param_edits(context))
+    return True
+
+
+def pin_memory(host: Host, node: ast.Call, name: str) -> None:
+    capability = rules.PINNED_MEMORY
+    if capability in host.scope.declared:
+        return
+    item = host.add(node, "DC012", f"`{name or 'pin_memory'}` pins host memory for an accelerator",
+                    f"requires_capability('{capability}')", "accelerator")
+    context = host.scope.context
+    marks = _marks(host, context, capability) if context is not None else None
+    if not marks:
+        _unfixed(host, item, f"no test here to carry requires_capability('{capability}')")
+        return
+    item.fixed(f"marked requires_capability('{capability}')", *marks)
+
+
+def settings(host: Host, node: ast.Attribute, name: str) -> None:
+    attr = name.split(".")[3] if name.count(".") >= 3 else ""
+    leaf = name.rsplit(".", 1)[1]
+    use = rules.SETTINGS_USE.get(leaf, rules.SETTINGS_USE.get(attr, rules.DEFAULT_SETTINGS_USE))
+    item = host.add(node, "DC010", f"`{name}` is a CUDA/cuDNN setting", use, None)
+    host.own(node)
+    _unfixed(host, item, "a setting's device-generic form depends on what the test means")
+
+
+def torch_cuda_name(host: Host, node: ast.Attribute, name: str) -> None:
+    item = host.add(node, "DC004", f"`{name}` names the CUDA module", rules.DEFAULT_CUDA_CALL.use, "cuda")
+    host.own(node)
+    _unfixed(host, item, "no device-generic replacement here")
+
+
+def local_alias(host: Host, statement: ast.Assign) -> bool:
+    """``device = "cuda"`` (or ``torch.device("cuda")``, or the is_available() choice) in a function."""
+    value = device_value(statement.value)
+    target = statement.targets[0]
+    if value is None or not isinstance(target, (ast.Name, ast.Attribute)) or not deviceish(target):
+        return False
+    text = " ".join(host.source.segment(statement).split())
+    item = host.add(statement, "DC003", f"`{text}` hardcodes the device", "the device fixture", "accelerator")
+    host.own(statement.value)
+    context = host.scope.context
+    span = host.source.span(statement)
+    body = getattr(host.scope.node, "body", [])
+    if context is None:
+        if value.index:
+            _unfixed(host, item)
+        else:
+            item.fixed(f"becomes {value.accelerator}", ReplaceExpr(
+                host.source.span(statement.value), type(statement.value).__name__, value.accelerator))
+        return True
+    if isinstance(target, ast.Name) and target.id == "device" and statement in body and len(body) > 1 and context.param_owner is not None:
+        item.fixed("removed: `device` is the device fixture", ReplaceStatement(span, ""),
+                   *host.param_edits(context))
+        return True
+    code = value.replacement(context, None)
+    item.fixed(f"replaced by {code}", ReplaceExpr(host.source.span(statement.value),
+                                                  type(statement.value).__name__, code),
+               *host.param_edits(context))
+    return True
+
+
+def choice(host: Host, node: ast.IfExp) -> bool:
+    """``"cuda" if torch.cuda.is_available() else "cpu"`` anywhere else."""
+    value = device_value(node)
+    if value is None:
+        return False
+    item = host.add(node, "DC003", "picks CUDA when it is available, else the CPU", "the device fixture",
+                    "accelerator", blocks=False)
+    host.own(node)
+    context = host.scope.context
+    code = value.replacement(context, host.roles.get(id(node))) if context is not None else value.accelerator
+    item.fixed(f"replaced by {code}", ReplaceExpr(host.source.span(node), "IfExp", code),
+               *(host.param_edits(context) if context is not None else []))
+    return True

@@ -1,0 +1,344 @@
+"""The syntax-tree walk: every hardcoded device check in a file, each with what ``--fix`` does
+about it where the code gives it a device (see ``scopes``). Gates are read by ``constructs``,
+module-level device constants by ``aliases``; this module finds the rest (calls, literals,
+attributes, names) and turns each into an :class:`~pytest_devcaps.lint.items.Item`.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from pytest_devcaps.lint import calls, rules
+from pytest_devcaps.lint.aliases import Aliases
+from pytest_devcaps.lint.constructs import GateReader, atom_item
+from pytest_devcaps.lint.gates import Atom, classify, deviceish, dotted, is_cuda_literal, last_name
+from pytest_devcaps.lint.items import Construct, Item
+from pytest_devcaps.lint.model import (
+    VALUE, AddParameter, DropDefault, Edit, EditCall, Hardware, RemoveUnusedImport, ReplaceExpr, Span,
+)
+from pytest_devcaps.lint.scopes import DeviceContext, ModuleFacts, Scope, class_scope, function_scope, module_scope
+from pytest_devcaps.lint.source import SourceFile
+
+NO_DEVICE = {
+    "testcase": "unittest.TestCase methods cannot take the device fixture: make the class a plain pytest "
+                "class, or use torch.accelerator.current_accelerator()",
+    "module": "module-level code runs before a device is chosen: move it into a test or a fixture",
+    "class": "class-level code runs before a device is chosen: move it into a test or a fixture",
+}
+NO_DEVICE_HELPER = "a helper without a device: give it a `device` parameter and pass the test's device"
+
+
+class Finder(ast.NodeVisitor):
+    def __init__(self, source: SourceFile, threaded: frozenset[str] = frozenset()) -> None:
+        self.source = source
+        self.facts = ModuleFacts(source.tree)
+        self.items: list[Item] = []
+        self.owned: set[int] = set()
+        self.handled: set[int] = set()
+        self.roles: dict[int, str] = {}
+        self.gates = GateReader(source, self.facts, self.owned)
+        self.aliases = Aliases(source, self.owned)
+        self.expressions: list[Construct] = []
+        self.statements: list[ast.stmt] = []
+        self.scopes = [module_scope(source.tree, self.facts, threaded)]
+        self.threaded = threaded
+        self.plumbing: list[Edit] = []  # callers passing device= to threaded helpers
+        self._call_parent: dict[int, ast.Call] = {}
+        self.imports = self.facts.imports
+        self.signatures = self.facts.signatures
+
+    @property
+    def scope(self) -> Scope:
+        return self.scopes[-1]
+
+    @property
+    def constructs(self) -> list[Construct]:
+        return self.gates.constructs + self.expressions
+
+    # -- bookkeeping ---------------------------------------------------------------------
+
+    def add(self, node: ast.AST, code: str, message: str, use: str, hardware: Hardware | None = None,
+            blocks: bool | None = None, span: Span | None = None) -> Item:
+        """A finding at ``node`` (or at ``span``, where the line a reader looks for differs)."""
+        span = span or self.source.span(node)
+        item = Item(span, code, message, use, hardware,
+                    blocks_cpu=rules.RULES[code].blocks_cpu if blocks is None else blocks,
+                    suppressed=self.source.allowed(span.line, code), helper=self.helper())
+        self.items.append(item)
+        self.handled.add(id(node))
+        return item
+
+    def own(self, node: ast.AST) -> None:
+        self.owned.add(id(node))
+
+    def visit(self, node: ast.AST) -> None:
+        if id(node) in self.owned:
+            self.aliases.blocked_use(node)
+            return
+        if isinstance(node, ast.stmt):
+            self.statements.append(node)
+            super().visit(node)
+            self.statements.pop()
+            return
+        super().visit(node)
+
+    def guards_cuda_code(self, atom: ast.AST) -> bool:
+        """The statement around ``atom`` also calls CUDA-only code that the check protects."""
+        if not self.statements:
+            return False
+        inside = {id(n) for n in ast.walk(atom)}
+        for node in ast.walk(self.statements[-1]):
+            if id(node) in inside or not isinstance(node, (ast.Attribute, ast.Call)):
+                continue
+            name = dotted(node.func if isinstance(node, ast.Call) else node)
+            if name.startswith(("torch.cuda.", "torch.version.", "torch.backends.cud")) or (
+                    isinstance(node, ast.Call) and classify(node, self.scope) is not None):
+                return True
+        return False
+
+    def why_no_device(self) -> str:
+        return NO_DEVICE.get(self.scope.kind, NO_DEVICE_HELPER) if not self.scope.testcase or \
+            self.scope.kind != "method" else NO_DEVICE["testcase"]
+
+    def context(self) -> DeviceContext | None:
+        return self.scope.context
+
+    def helper(self) -> str | None:
+        """The module-level helper function the code being read is in (None: elsewhere)."""
+        top = self.scopes[1] if len(self.scopes) > 1 else None
+        return top.key[0] if top is not None and top.kind == "function" and top.key else None
+
+    def param_edits(self, context: DeviceContext, *fixtures: str) -> list[Edit]:
+        edits: list[Edit] = []
+        if context.param_owner is not None:
+            edits.append(AddParameter(context.param_owner, "device", keyword_only=context.keyword_only))
+        for name in fixtures:
+            assert context.fixture_owner is not None
+            edits.append(AddParameter(context.fixture_owner, name))
+        return edits
+
+    # -- scopes ----------------------------------------------------------------------------
+
+    def visit_Module(self, node: ast.Module) -> None:
+        self.gates.module_gates(node, self.scope)
+        self.generic_visit(node)
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        scope = class_scope(node, self.scope)
+        self.items.extend(self.gates.decorators(node, scope, node.name in self.facts.instantiated))
+        for statement in node.body:
+            self.gates.pytestmark(statement, scope)
+        self.scopes.append(scope)
+        self.generic_visit(node)
+        self.scopes.pop()
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        scope = function_scope(node, self.scope)
+        parent = self.scope.node
+        device_type_class = isinstance(parent, ast.ClassDef) and parent.name in self.facts.instantiated
+        self.items.extend(self.gates.decorators(node, scope, device_type_class))
+        self.gates.body_skips(node, scope)
+        self.scopes.append(scope)
+        self._defaults(node, scope)
+        self.generic_visit(node)
+        self.scopes.pop()
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def _defaults(self, node: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope) -> None:
+        positional = [*node.args.posonlyargs, *node.args.args]
+        defaults = [None] * (len(positional) - len(node.args.defaults)) + list(node.args.defaults)
+        pairs = [*zip(positional, defaults), *zip(node.args.kwonlyargs, node.args.kw_defaults)]
+        for index, (arg, default) in enumerate(pairs):
+            if default is None or not is_cuda_literal(default) or not rules.DEVICE_NAME.search(arg.arg):
+                continue
+            item = self.add(default, "DC003", f"parameter `{arg.arg}` defaults to {default.value!r}",  # type: ignore[attr-defined]
+                            "the device fixture", "accelerator")
+            earlier = [d for _, d in pairs[:index] if d is not None]
+            if arg.arg == "device" and scope.kind in ("test", "fixture") and not earlier and scope.key:
+                item.fixed("default dropped: the parameter is the device fixture", DropDefault(scope.key, "device"))
+            else:
+                item.why = NO_DEVICE_HELPER
+
+    # -- gates -----------------------------------------------------------------------------
+
+    def _atom(self, atom: Atom) -> None:
+        item = atom_item(self.source, atom)
+        item.suppressed = self.source.allowed(item.span.line, atom.code)
+        self.items.append(item)
+        self.own(atom.node)
+        self.aliases.blocked_use(atom.node)
+        need = atom.when_true
+        if need.accelerator and not (need.capabilities or need.any_of or need.devices or need.blockers):
+            construct = Construct("expr", item.span, need, None, False, "pytest",
+                                  node_class=type(atom.node).__name__)
+            if self.guards_cuda_code(atom.node):
+                construct.keep = "it guards CUDA-only code in the same statement"
+            construct.own(item)
+            construct.note_imports(atom.node, self.imports)
+            self.expressions.append(construct)  # decided with the gates: torch.accelerator.is_available()
+        elif isinstance(atom.node, ast.Compare) and atom.code == "DC005":
+            count = next(n for n in ast.walk(atom.node) if isinstance(n, ast.Call))
+            item.fixed("replaced by torch.accelerator.device_count()",
+                       EditCall(self.source.span(count), func="torch.accelerator.device_count"))
+        else:
+            item.why = "a gate outside a skip decorator or skip statement; ask devcaps.has(...) at run time"
+
+    def visit_Compare(self, node: ast.Compare) -> None:
+        atom = None if id(node) in self.handled else classify(node, self.scope)
+        if atom is not None:
+            self._atom(atom)
+        else:
+            self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if id(node) in self.handled or not isinstance(node.ctx, ast.Load):
+            return
+        shadowed = any(node.id in s.bound for s in self.scopes[1:])
+        if node.id in self.aliases.by_name and not shadowed:
+            self.items.append(self.aliases.use(node, self.roles.get(id(node)), self.context()))
+        elif node.id in rules.EXTERNAL_DEVICE_NAMES and not shadowed:
+            self._external_device(node)
+        else:
+            atom = classify(node, self.scope)
+            if atom is not None:
+                self._atom(atom)
+
+    def _external_device(self, node: ast.Name) -> None:
+        item = self.add(node, "DC003", f"`{node.id}` names the GPU device type", "the device fixture",
+                        "accelerator")
+        context = self.context()
+        if context is None:
+            item.why = self.why_no_device()
+            return
+        role = self.roles.get(id(node))
+        kind = rules.EXTERNAL_DEVICE_NAMES[node.id]
+        code = context.expr("device" if role in ("device", "move") or kind == "device" else "type")
+        edits: list[Edit] = [ReplaceExpr(item.span, "Name", code), *self.param_edits(context)]
+        if node.id in self.imports:
+            edits.append(RemoveUnusedImport(self.imports[node.id], node.id))
+        item.fixed(f"replaced by {code}", *edits)
+
+    # -- calls, attributes, literals ---------------------------------------------------------
+
+    def visit_Call(self, node: ast.Call) -> None:
+        atom = classify(node, self.scope)
+        if atom is not None:
+            self._atom(atom)
+            return
+        name = dotted(node.func)
+        calls.assign_roles(self, node)
+        if isinstance(node.func, ast.Name) and (node.func.id in self.threaded or node.func.id in self.facts.takes_device) \
+                and not any(k.arg in ("device", None) for k in node.keywords) and self.context() is not None:
+            context = self.context()
+            assert context is not None
+            self.plumbing += [EditCall(self.source.span(node), keywords=(("device", context.expr("device")),)),
+                              *self.param_edits(context)]
+        self._call_parent[id(node)] = node
+        for child in (*node.args, *(k.value for k in node.keywords)):
+            self._call_parent[id(child)] = node
+        # torch.cuda.current_stream().wait_stream(...): the inner call is the finding
+        if name.startswith("torch.cuda.amp.") and "()" not in name:
+            calls.cuda_amp(self, node, name)
+        elif name.startswith("torch.cuda.") and "()" not in name:
+            calls.cuda_call(self, node, name)
+        elif isinstance(node.func, ast.Attribute) and node.func.attr == "cuda" and name != "torch.cuda":
+            calls.move(self, node)
+        elif last_name(node.func) == "device" and calls.device_call(self, node):
+            return
+        if _pins_memory(node, name):
+            calls.pin_memory(self, node, name)
+        self.generic_visit(node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if id(node) in self.handled:
+            self.generic_visit(node)
+            return
+        atom = classify(node, self.scope)
+        if atom is not None:
+            self._atom(atom)
+            return
+        name = dotted(node)
+        if name.startswith(("torch.backends.cuda.", "torch.backends.cudnn.")) or name in (
+                "torch.backends.cuda", "torch.backends.cudnn"):
+            calls.settings(self, node, name)
+        elif name == "torch.cuda" or name.startswith("torch.cuda."):
+            calls.torch_cuda_name(self, node, name)
+        elif name.endswith("DeviceType.CUDA"):
+            item = self.add(node, "DC003", f"`{name}` singles out CUDA (profiler events)",
+                            "the test's device type: torch.autograd.DeviceType[device.type.upper()]", "cuda")
+            item.why = "compare with the test's device type instead"
+        elif name.endswith("Backend.NCCL"):
+            item = self.add(node, "DC008", f"`{name}` is the CUDA-only distributed backend", rules.DIST_USE,
+                            "accelerator")
+            item.why = "use the dist_backend fixture"
+        else:
+            self.generic_visit(node)
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        if id(node) in self.handled or not isinstance(node.value, str):
+            return
+        role = self.roles.get(id(node))
+        if is_cuda_literal(node):
+            calls.literal(self, node, role)
+        elif node.value == "nccl":
+            calls.nccl(self, node, role, self._call_parent.get(id(node)))
+
+    def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
+        if not calls.fstring(self, node):
+            self.generic_visit(node)
+
+    def visit_IfExp(self, node: ast.IfExp) -> None:
+        if not calls.choice(self, node):
+            self.generic_visit(node)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        if self.scope.kind != "module" and len(node.targets) == 1:
+            calls.local_alias(self, node)
+        if any(deviceish(t) for t in node.targets):
+            calls.mark_named(self, node.value, "named")
+        elif any(isinstance(t, ast.Name) and "backend" in t.id.lower() for t in node.targets):
+            calls.mark_named(self, node.value, "backend")
+        self.generic_visit(node)
+
+    def visit_Assert(self, node: ast.Assert) -> None:
+        context = self.context()
+        found = _assert_rewrite(node.test, context) if context and context.typed else None
+        if found is None or context is None:
+            self.generic_visit(node)
+            return
+        target, kind, code = found
+        item = self.add(node.test, "DC003", "asserts the result is on CUDA", "the test's device (device.type)",
+                        "accelerator")
+        item.fixed(f"now asserts the test's device ({code})",
+                   ReplaceExpr(self.source.span(target), kind, code), *self.param_edits(context))
+        self.own(target)
+        self.handled.add(id(node.test))  # read, not reported again; what is inside still is
+        self.generic_visit(node)
+
+    def visit_Return(self, node: ast.Return) -> None:
+        function = self.scope.node
+        if node.value is not None and isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                and rules.DEVICE_NAME.search(function.name):
+            calls.mark_named(self, node.value, "named")
+        self.generic_visit(node)
+
+
+def _pins_memory(node: ast.Call, name: str) -> bool:
+    if isinstance(node.func, ast.Attribute) and node.func.attr == "pin_memory" and not node.args:
+        return True
+    return name.startswith("torch.") and "DataLoader" not in name and any(
+        k.arg == "pin_memory" and isinstance(k.value, ast.Constant) and k.value.value is True for k in node.keywords)
+
+
+def _assert_rewrite(node: ast.expr, context: DeviceContext) -> tuple[ast.expr, str, str] | None:
+    """``assert y.device.type == "cuda"`` / ``assert y.is_cuda`` in a test: the check means "on the
+    test's device" -> (node to replace, its ast class, the new code)."""
+    if isinstance(node, ast.Attribute) and node.attr == "is_cuda":
+        return node, "Attribute", f"({VALUE}.device.type == {context.expr('type')})"
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq):
+        for literal, other in ((node.comparators[0], node.left), (node.left, node.comparators[0])):
+            if is_cuda_literal(literal) and deviceish(other):
+                text = str(literal.value)  # type: ignore[attr-defined]
+                return literal, "Constant", context.expr("device" if ":" in text else "type")
+    return None

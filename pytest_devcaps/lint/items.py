@@ -1,0 +1,155 @@
+"""The finder's working records: an ``Item`` is a finding with the edits that fix it; a
+``Construct`` is one gate (a skip decorator, an in-test skip, a module ``pytestmark``) whose
+atoms are fixed together, decided once the whole file has been read (:func:`decide`): a bare
+"needs CUDA" is dropped where the tests take the device fixture, becomes a
+``torch.accelerator`` skip elsewhere, and is kept while other code in the file still needs CUDA.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from pytest_devcaps.lint.model import (
+    AddMarks, Edit, Finding, Hardware, Need, RemoveUnusedImport, ReplaceDecorator, ReplaceExpr, ReplaceStatement,
+    ScopeKey, Span,
+)
+from pytest_devcaps.lint.rules import ACCELERATOR_AVAILABLE
+
+ACCELERATOR_SKIP = {
+    "pytest": f'pytest.mark.skipif(not {ACCELERATOR_AVAILABLE}, reason="needs an accelerator")',
+    "unittest": f'unittest.skipIf(not {ACCELERATOR_AVAILABLE}, "needs an accelerator")',
+}
+
+
+@dataclass
+class Item:
+    span: Span
+    code: str
+    message: str
+    use: str
+    hardware: Hardware | None
+    edits: list[Edit] = field(default_factory=list)
+    fix: str | None = None
+    blocks_cpu: bool = False
+    construct: Construct | None = None
+    suppressed: bool = False
+    why: str | None = None  # why it is left, when it is
+    helper: str | None = None  # the module-level helper function it is in
+
+    def fixed(self, fix: str, *edits: Edit) -> Item:
+        self.fix = fix
+        self.edits.extend(edits)
+        return self
+
+    def finding(self, path: str) -> Finding:
+        message = self.message if self.fix is not None or not self.why else f"{self.message}; not fixed: {self.why}"
+        return Finding(path, self.span.line, self.span.col + 1, self.code, message, self.use, self.fix,
+                       self.hardware)
+
+
+@dataclass
+class Construct:
+    """A gate: ``span`` is the decorator expression, the statement, or the ``pytestmark`` value."""
+
+    kind: Literal["decorator", "statement", "module_statement", "mark_value", "expr"]
+    span: Span
+    need: Need
+    scope: ScopeKey | None
+    device_fixture: bool
+    style: Literal["pytest", "unittest"]
+    items: list[Item] = field(default_factory=list)
+    keep: str | None = None
+    skip_source: str = ""
+    empty_body: bool = False
+    statement: Span | None = None
+    has_pytestmark: bool = False
+    node_class: str = ""
+    imported: list[tuple[str, str]] = field(default_factory=list)
+
+    def own(self, item: Item) -> Item:
+        item.construct = self
+        self.items.append(item)
+        return item
+
+    def note_imports(self, node: ast.AST, imports: dict[str, str]) -> None:
+        """Names ``node`` uses that the module imports: unused once the gate is rewritten."""
+        for child in ast.walk(node):
+            if isinstance(child, ast.Name) and child.id in imports:
+                self.imported.append((imports[child.id], child.id))
+
+
+def _why_kept(construct: Construct, residue: Item | None) -> str | None:
+    need = construct.need
+    if construct.keep:
+        return construct.keep
+    if need.blockers:
+        return need.blockers[0]
+    if need.qualifier:
+        return "it only says where CUDA is absent"
+    if need.accelerator and residue is not None:
+        return f"line {residue.span.line} still needs CUDA ({residue.code}); fix that first"
+    if need.accelerator and not construct.device_fixture and construct.kind == "statement":
+        return "an in-test skip outside a pytest test; keep it"
+    return None
+
+
+def decide(construct: Construct, residue: Item | None) -> None:
+    """Give the construct's atoms their edit (on the first) or say why they stay."""
+    why = _why_kept(construct, residue)
+    edits: list[Edit] = []
+    if why is None:
+        edits, why = _edits(construct)
+    head = construct.items[0]
+    if why is not None:
+        for item in construct.items:
+            item.why = why
+            item.hardware = construct.need.hardware or item.hardware
+        return
+    marks = construct.need.render()
+    what = ("@" + ", @".join(marks)) if marks else "nothing (the device fixture runs the test on every device)"
+    if construct.kind == "expr":
+        what = ACCELERATOR_AVAILABLE
+    elif construct.need.accelerator and not construct.device_fixture and not marks:
+        what = "an accelerator check (torch.accelerator.is_available())"
+    edits.extend(RemoveUnusedImport(module, name) for module, name in construct.imported)
+    head.fixed(f"replaced by {what}", *edits)
+    for item in construct.items[1:]:
+        item.fix = f"fixed with line {head.span.line}"
+
+
+def _edits(construct: Construct) -> tuple[list[Edit], str | None]:
+    need = replace(construct.need, accelerator=False)
+    marks = list(need.render())
+    # A capability, device count or memory mark is asked of the test's device: it already
+    # says "not this device" wherever the plain "needs CUDA" would have.
+    accelerator = construct.need.accelerator and not construct.device_fixture and not marks
+    if construct.kind == "expr":
+        return [ReplaceExpr(construct.span, construct.node_class, ACCELERATOR_AVAILABLE)], None
+    if construct.kind == "decorator":
+        extra = [ACCELERATOR_SKIP[construct.style]] if accelerator else []
+        return [ReplaceDecorator(construct.span, tuple(marks + extra))], None
+    if construct.kind == "statement":
+        edits: list[Edit] = [ReplaceStatement(construct.span, "pass" if construct.empty_body else "")]
+        if marks and construct.scope is not None:
+            edits.append(AddMarks(construct.scope, need))
+        return edits, None
+    if construct.kind == "module_statement":
+        if marks and construct.has_pytestmark:
+            return [], "the module already sets pytestmark; add the marks there"
+        lines = [f"pytestmark = {_mark_value(marks)}"] if marks else []
+        if accelerator:
+            lines.append(f"if not {ACCELERATOR_AVAILABLE}:\n    {construct.skip_source}")
+        return [ReplaceStatement(construct.span, "\n".join(lines))], None
+    parts = marks + ([ACCELERATOR_SKIP["pytest"]] if accelerator else [])
+    if construct.statement is not None:  # the whole pytestmark value
+        code = f"pytestmark = {_mark_value(parts)}" if parts else ""
+        return [ReplaceStatement(construct.statement, code)], None
+    if len(parts) == 1:
+        return [ReplaceExpr(construct.span, "Call", parts[0])], None
+    return [], "one element of a pytestmark list must stay one mark"
+
+
+def _mark_value(marks: list[str]) -> str:
+    return marks[0] if len(marks) == 1 else "[" + ", ".join(marks) + "]"

@@ -1,0 +1,501 @@
+"""The rule table: every pattern ``devcaps lint`` knows -> rule code, message, what to use instead,
+the capability a gate protects and the replacement ``--fix`` writes. Data only; the finder
+(``finder``, ``gates``) looks patterns up here and the codemod writes what this table says.
+
+Capability names appear in this module only (``tests/test_lint_rules.py`` checks that each one
+exists in the shipped catalogue), so renaming a capability is a one-line change here.
+
+Where a gate's meaning comes from: PyTorch's ``torch/testing/_internal/common_cuda.py``
+(``SM*OrLater``, ``IS_SM*``, ``PLATFORM_SUPPORTS_*``: FP8 is ``SM90OrLater or capability ==
+(8, 9)`` or gfx94/gfx95/gfx120; flash attention is sm_80+; bf16 is sm_80+; MX GEMM is sm_100+),
+``common_distributed.py`` (``skip_if_lt_x_gpu``, ``requires_nccl``), ``inductor_utils.py``
+(``HAS_GPU``, ``GPU_TYPE``, ``requires_gpu``), ``common_device_type.py`` (``onlyCUDA``,
+``skipCUDAIf``, ``dtypesIfCUDA``, ``largeTensorTest``); torchao's ``torchao/utils.py``
+(``is_sm_at_least_89/90/100``, ``is_MI300``, ``is_ROCM``); transformers' ``testing_utils.py``
+and accelerate's ``test_utils/testing.py`` (``require_torch_gpu``, ``require_torch_multi_gpu``,
+``require_cuda``, ``require_multi_gpu``, ``require_fp8``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from pytest_devcaps.lint.model import Hardware, Need
+
+# ------------------------------------------------------------------------------------------
+# Rule codes
+
+@dataclass(frozen=True)
+class Rule:
+    code: str
+    title: str
+    # True when code the rule finds fails (or lies) on a machine without CUDA: while such a
+    # finding is left unfixed in a file, its "needs CUDA" gates are kept as they are.
+    blocks_cpu: bool
+
+
+RULES: dict[str, Rule] = {r.code: r for r in (
+    Rule("DC000", "file cannot be checked (unreadable, not UTF-8, not Python, bad pragma)", False),
+    Rule("DC001", "CUDA availability check", False),
+    Rule("DC002", "move to CUDA (.cuda(), .to('cuda'))", True),
+    Rule("DC003", "CUDA device literal or constant", True),
+    Rule("DC004", "CUDA runtime call", True),
+    Rule("DC005", "GPU-count gate", False),
+    Rule("DC006", "GPU architecture gate", False),
+    Rule("DC007", "vendor check (ROCm/HIP or CUDA build)", False),
+    Rule("DC008", "NCCL distributed backend", True),
+    Rule("DC009", "CUDA autocast / grad scaling", False),
+    Rule("DC010", "CUDA/cuDNN backend setting", False),
+    Rule("DC011", "CUDA-only test decorator", False),
+    Rule("DC012", "pinned memory assumes an accelerator", True),
+)}
+
+ALLOW_PRAGMA = re.compile(r"#\s*devcaps:\s*allow(?:\[([^\]]*)\])?")
+
+# ------------------------------------------------------------------------------------------
+# Device literals
+
+CUDA_LITERAL = re.compile(r"^cuda(?::\d+)?$")
+CPU_LITERAL = re.compile(r"^cpu(?::\d+)?$")
+# Names that hold a device (``DEVICE``, ``dev``, ``torch_device``, ``GPU_TYPE``): a CUDA literal
+# assigned to one, or compared with one, is a device; elsewhere "cuda" may be data.
+DEVICE_NAME = re.compile(r"dev|gpu|accel", re.IGNORECASE)
+# Keyword arguments that take a device or a device type.
+DEVICE_KEYWORDS = frozenset({"device", "map_location", "device_map"})
+DEVICE_TYPE_KEYWORDS = frozenset({"device_type"})
+# instantiate_device_type_tests(..., only_for="cuda"): device-type selection.
+DEVICE_SELECTION_KEYWORDS = frozenset({"only_for", "except_for", "allowed_devices"})
+# Calls whose first positional argument is a device (``x.to("cuda")``, ``torch.device("cuda")``)
+# or a device type (``torch.autocast("cuda")``), by the last part of the called name.
+DEVICE_FIRST_ARG = frozenset({"to", "device", "get_device_module", "Generator", "pin_memory"})
+DEVICE_TYPE_FIRST_ARG = frozenset({"autocast", "GradScaler", "get_autocast_dtype", "is_autocast_enabled",
+                                   "set_autocast_enabled", "get_autocast_gpu_dtype"})
+AMP_CALLS = DEVICE_TYPE_FIRST_ARG
+# Names imported from PyTorch's test utilities that stand for the GPU device (type).
+EXTERNAL_DEVICE_NAMES: dict[str, str] = {"GPU_TYPE": "str", "CUDA_DEVICE": "device"}
+# What replaces a device/device type when the test has the ``device`` fixture (a torch.device)
+# or a plain ``device`` parameter of unknown type (a string or a torch.device).
+TYPED = {"device": "device", "type": "device.type", "str": "str(device)"}
+UNTYPED = {"device": "device", "type": "torch.device(device).type", "str": "str(device)"}
+# A module-level ``DEVICE = "cuda"`` that is used outside tests becomes "the accelerator, else
+# the CPU" (torch.accelerator.current_accelerator() is None on a CPU-only build).
+ACCELERATOR_DEVICE = 'torch.accelerator.current_accelerator() or torch.device("cpu")'
+ACCELERATOR_TYPE = '(torch.accelerator.current_accelerator() or torch.device("cpu")).type'
+ACCELERATOR_AVAILABLE = "torch.accelerator.is_available()"
+
+# ------------------------------------------------------------------------------------------
+# Gates: flags, calls and comparisons that decide whether a test runs
+
+
+@dataclass(frozen=True)
+class ByUse:
+    """A need chosen by what the gated test uses (identifiers, attribute names, short strings)."""
+
+    names: frozenset[str]
+    need: Need
+
+
+@dataclass(frozen=True)
+class Gate:
+    """What a gate means when it holds. ``by_use`` picks the capability from the test's code
+    (first match; all matches when ``union``); ``need`` is used when nothing matches."""
+
+    code: str
+    label: str
+    need: Need
+    use: str
+    by_use: tuple[ByUse, ...] = ()
+    union: bool = False
+    hardware: Hardware | None = "accelerator"
+
+    def resolve(self, used: frozenset[str]) -> Need:
+        matched = [b.need for b in self.by_use if b.names & used]
+        if not matched:
+            return self.need
+        if not self.union:
+            return matched[0]
+        result = matched[0]
+        for need in matched[1:]:
+            result = result & need
+        return result
+
+
+def _caps(*names: str) -> Need:
+    return Need(capabilities=names)
+
+
+def _any(*names: str) -> Need:
+    return Need(any_of=(names,))
+
+
+def _blocked(why: str, hardware: Hardware | None) -> Need:
+    return Need(blockers=(why,), hardware=hardware)
+
+
+ACCELERATOR = Need(accelerator=True)
+
+FP8_NAMES = frozenset({"float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "fp8",
+                       "float8", "Float8Linear", "Float8Tensor", "Float8LinearConfig", "e4m3_type",
+                       "float8_dtype", "convert_to_float8_training", "Float8WeightOnlyConfig"})
+FNUZ_NAMES = frozenset({"float8_e4m3fnuz", "float8_e5m2fnuz"})
+SCALED_MM_NAMES = frozenset({"_scaled_mm", "scaled_mm", "Float8Linear", "convert_to_float8_training",
+                             "Float8LinearConfig", "addmm_float8_unwrapped",
+                             "Float8DynamicActivationFloat8WeightConfig",
+                             "float8_dynamic_activation_float8_weight"})
+ROWWISE_NAMES = frozenset({"PerRow", "rowwise", "ROWWISE", "AXISWISE", "rowwise_with_gw_hp",
+                           "_scaled_mm_rowwise"})
+# fp8 gates: rowwise scaling > tensorwise scaled matmul > the fp8 dtype (either fp8 flavour when
+# the test also names the fnuz dtypes AMD MI300 uses).
+FP8_BY_USE = (
+    ByUse(ROWWISE_NAMES, _caps("mm.scaled_rowwise")),
+    ByUse(SCALED_MM_NAMES, _caps("mm.scaled")),
+    ByUse(FNUZ_NAMES, _any("dtype.fp8_e4m3fn", "dtype.fp8_e4m3fnuz")),
+    ByUse(FP8_NAMES, _caps("dtype.fp8_e4m3fn")),
+)
+SM80_BY_USE = (
+    ByUse(frozenset({"scaled_dot_product_attention", "sdpa_kernel", "SDPBackend", "FLASH_ATTENTION",
+                     "flash_attention"}), _caps("attention.flash")),
+    ByUse(frozenset({"allow_tf32", "tf32", "fp32_precision", "set_float32_matmul_precision"}),
+          _caps("dtype.tf32")),
+    ByUse(frozenset({"bfloat16", "bf16"}), _caps("dtype.bf16")),
+)
+SM70_BY_USE = (
+    ByUse(frozenset({"triton", "jit"}), _caps("compile.triton")),
+    ByUse(frozenset({"compile", "inductor"}), _caps("compile.inductor")),
+)
+FP8_USE = "requires_capability('dtype.fp8_e4m3fn'), or 'mm.scaled' / 'mm.scaled_rowwise' for scaled matmuls"
+MX_NAMES = frozenset({"to_mx", "MXTensor", "MXLinear", "mx_mm", "nvfp4", "NVFP4Tensor", "mxfp8", "mxfp4",
+                      "float4_e2m1fn_x2", "float8_e8m0fnu", "e8m0", "MXLinearConfig", "ScaledMMConfig"})
+GROUPED_NAMES = frozenset({"_grouped_mm", "grouped_mm", "_scaled_grouped_mm", "grouped_gemm"})
+# Blackwell (sm_100+) gates guard block-scaled (MX/NVFP4) and grouped GEMMs in practice.
+SM100_BY_USE = (
+    ByUse(GROUPED_NAMES & frozenset({"_scaled_grouped_mm"}), _caps("mm.grouped", "mm.scaled")),
+    ByUse(MX_NAMES, _caps("mm.scaled_mx")),
+    ByUse(GROUPED_NAMES, _caps("mm.grouped")),
+)
+
+
+def sm_gate(level: int) -> Gate:
+    """``SM<level>OrLater`` / ``is_sm_at_least_<level>()`` / ``get_device_capability() >= ...``
+    (level = 10 * major + minor)."""
+    label = f"sm_{level}+"
+    if level >= 100:
+        return Gate("DC006", label, _blocked(
+            f"{label} gates Blackwell features; name what the test needs (mm.scaled_mx for MX/NVFP4 "
+            "matmuls, mm.grouped for grouped GEMMs)", "nvidia"),
+            "requires_capability('mm.scaled_mx' | 'mm.grouped')", by_use=SM100_BY_USE)
+    if level >= 89:
+        default = (_caps("dtype.fp8_e4m3fn") if level < 90 else _blocked(
+            f"{label} gates Hopper features with no capability (TMA, wgmma) unless the test uses fp8",
+            "nvidia"))
+        return Gate("DC006", label, default, FP8_USE, by_use=FP8_BY_USE)
+    if level >= 80:
+        return Gate("DC006", label, _blocked(
+            f"{label}: name what the test needs (dtype.bf16, dtype.tf32, attention.flash)", "nvidia"),
+            "requires_capability('dtype.bf16' | 'dtype.tf32' | 'attention.flash')",
+            by_use=SM80_BY_USE, union=True)
+    if level >= 70:
+        return Gate("DC006", label, _blocked(f"{label}: name what the test needs (compile.triton)",
+                                             "nvidia"), "requires_capability('compile.triton')",
+                    by_use=SM70_BY_USE)
+    if level >= 53:
+        return Gate("DC006", label, _caps("dtype.fp16"), "requires_capability('dtype.fp16')")
+    return Gate("DC006", label, _blocked(f"{label}: no capability names it", "nvidia"),
+                "a capability for what the test needs", hardware="nvidia")
+
+
+def exact_arch_gate(label: str, vendor: Hardware) -> Gate:
+    """A gate on one GPU model (``IS_SM90``, ``is_MI300()``): no capability says "this model"."""
+    return Gate("DC006", label, _blocked(f"{label} pins one GPU model; no capability says that",
+                                         vendor),
+                "the capability the test needs on that model (requires_capability), or an "
+                "override file for the model", hardware=vendor)
+
+
+# PyTorch's common_cuda.PLATFORM_SUPPORTS_<suffix> flags.
+PLATFORM_SUPPORTS: dict[str, Gate] = {
+    "FLASH_ATTENTION": Gate("DC006", "flash attention", _caps("attention.flash"),
+                            "requires_capability('attention.flash')"),
+    "MEM_EFF_ATTENTION": Gate("DC006", "memory-efficient attention", _caps("attention.mem_efficient"),
+                              "requires_capability('attention.mem_efficient')"),
+    "CUDNN_ATTENTION": Gate("DC006", "cuDNN attention", _caps("attention.cudnn"),
+                            "requires_capability('attention.cudnn')"),
+    # FLASH or CUDNN or MEM_EFF, as common_cuda defines it
+    "FUSED_ATTENTION": Gate("DC006", "fused attention",
+                            _any("attention.flash", "attention.mem_efficient", "attention.cudnn"),
+                            "requires_capability(any_of=['attention.flash', 'attention.mem_efficient', "
+                            "'attention.cudnn'])"),
+    "BF16": Gate("DC006", "bf16", _caps("dtype.bf16"), "requires_capability('dtype.bf16')"),
+    "FP8": Gate("DC006", "fp8", _caps("dtype.fp8_e4m3fn"), FP8_USE, by_use=FP8_BY_USE),
+    "MX_GEMM": Gate("DC006", "MX-format scaled matmul", _caps("mm.scaled_mx"),
+                    "requires_capability('mm.scaled_mx')"),
+    "FP8_GROUPED_GEMM": Gate("DC006", "fp8 grouped GEMM", _caps("mm.grouped", "mm.scaled"),
+                             "requires_capability('mm.grouped', 'mm.scaled')"),
+    "MXFP8_GROUPED_GEMM": Gate("DC006", "MXFP8 grouped GEMM", _caps("mm.grouped", "mm.scaled_mx"),
+                               "requires_capability('mm.grouped', 'mm.scaled_mx')"),
+}
+
+
+def platform_gate(suffix: str) -> Gate:
+    known = PLATFORM_SUPPORTS.get(suffix)
+    if known is not None:
+        return known
+    label = f"PLATFORM_SUPPORTS_{suffix}"
+    return Gate("DC006", label, _blocked(f"{label}: the catalogue has no capability for it yet",
+                                         "cuda"),
+                "a capability once the catalogue has one; until then keep the gate", hardware="cuda")
+
+
+AVAILABILITY_USE = ("the device fixture (the test runs on every device), torch.accelerator.is_available(), "
+                    "or requires_capability for the feature the test needs")
+
+
+def _availability(label: str, extra: Need = Need()) -> Gate:
+    return Gate("DC001", label, ACCELERATOR & extra, AVAILABILITY_USE)
+
+
+def _devices(label: str, count: int) -> Gate:
+    return Gate("DC005", label, Need(accelerator=True, devices=count),
+                f"@pytest.mark.requires_devices({count})")
+
+
+def _rocm(label: str) -> Gate:
+    return Gate("DC007", label, _blocked(f"{label} singles out ROCm", "amd"),
+                "requires_capability for what differs on ROCm, or an override file for vendor amd",
+                hardware=None)
+
+
+# Flags, by name (also as the last part of a dotted name: common_utils.TEST_CUDA).
+GATE_NAMES: dict[str, Gate] = {
+    **{n: _availability(n) for n in ("TEST_CUDA", "HAS_CUDA", "HAS_GPU", "TEST_GPU", "RUN_CUDA",
+                                     "RUN_GPU", "CUDA_AVAILABLE", "GPU_AVAILABLE", "IS_CUDA_AVAILABLE",
+                                     "HAS_CUDA_AVAILABLE", "TEST_CUDA_AVAILABLE")},
+    "HAS_CUDA_AND_TRITON": _availability("HAS_CUDA_AND_TRITON", _caps("compile.triton")),
+    "TEST_CUDA_GRAPH": _availability("TEST_CUDA_GRAPH", _caps("runtime.graphs")),
+    **{n: _devices(n, 2) for n in ("TEST_MULTIGPU", "HAS_MULTIGPU", "TEST_MULTI_GPU", "MULTI_GPU")},
+    **{n: _rocm(n) for n in ("TEST_WITH_ROCM", "IS_ROCM", "TEST_ROCM", "IS_HIP", "HAS_HIP", "ROCM")},
+    "TEST_CUDNN": Gate("DC007", "TEST_CUDNN", _blocked("cuDNN is CUDA's library", "cuda"),
+                       "requires_capability for the operation the test needs", hardware="cuda"),
+    "IS_JETSON": exact_arch_gate("IS_JETSON", "nvidia"),
+    "IS_THOR": exact_arch_gate("IS_THOR", "nvidia"),
+}
+
+# Calls, by dotted name.
+GATE_CALLS: dict[str, Gate] = {
+    "torch.cuda.is_available": _availability("torch.cuda.is_available()"),
+    "torch.cuda.is_bf16_supported": Gate("DC006", "torch.cuda.is_bf16_supported()", _caps("dtype.bf16"),
+                                         "requires_capability('dtype.bf16'), or devcaps.has('dtype.bf16')"),
+    "torch.cuda.is_tf32_supported": Gate("DC006", "torch.cuda.is_tf32_supported()", _caps("dtype.tf32"),
+                                         "requires_capability('dtype.tf32'), or devcaps.has('dtype.tf32')"),
+    "torch.backends.cudnn.is_available": GATE_NAMES["TEST_CUDNN"],
+    "torch.distributed.is_nccl_available": Gate("DC008", "is_nccl_available()", _caps("dist.nccl"),
+                                                "the dist_backend fixture, or requires_capability('dist.nccl')"),
+    "is_ROCM": _rocm("is_ROCM()"),
+    # torch.backends.cuda: the SDPA backends CUDA enables (and builds) for scaled_dot_product_attention
+    **{f"torch.backends.cuda.{name}": Gate("DC006", f"torch.backends.cuda.{name}()", _caps(capability),
+                                           f"requires_capability('{capability}')")
+       for name, capability in (("flash_sdp_enabled", "attention.flash"),
+                                ("is_flash_attention_available", "attention.flash"),
+                                ("mem_efficient_sdp_enabled", "attention.mem_efficient"),
+                                ("cudnn_sdp_enabled", "attention.cudnn"))},
+    "is_torch_bf16_gpu_available": Gate("DC006", "is_torch_bf16_gpu_available()", _caps("dtype.bf16"),
+                                        "requires_capability('dtype.bf16')"),
+    "is_torch_tf32_available": Gate("DC006", "is_torch_tf32_available()", _caps("dtype.tf32"),
+                                    "requires_capability('dtype.tf32')"),
+}
+
+# Name patterns (flags or helper calls) for the architecture gates of many projects. A GPU model
+# counts only as a flag or check (``is_MI300()``, ``IS_H100``), never as a bare name (``mi300``
+# is a variable holding a device).
+ARCH_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"^is_sm_at_least_(\d+)$"), "min"),
+    (re.compile(r"^(?:is_)?(?:SM|sm)_?(\d{2,3})(?:OrLater|_or_later|_or_newer|_plus|OrNewer)$"), "min"),
+    (re.compile(r"^(?:IS_|is_)(?:SM|sm)_?(\d{2,3})$"), "exact"),
+    (re.compile(r"^is_sm_version$"), "exact"),  # torchao: is_sm_version(10, 0)
+    (re.compile(r"^(?:(?:is_|IS_|has_|HAS_)(?:MI\d{3}X?|mi\d{3}x?|Navi\d*|navi\d*|NAVI\d*|cdna\d*|CDNA\d*|"
+                r"rdna\d*|RDNA\d*|gfx\d+\w*)|CDNA\dOrLater)$"), "rocm"),
+    (re.compile(r"^(?:is_|IS_)(hopper|blackwell|ampere|ada|h100|h200|b200|a100|HOPPER|BLACKWELL|"
+                r"AMPERE|H100|H200|B200|A100)$"), "nvidia"),
+)
+# In a skip condition, any other name that says CUDA/GPU/ROCm is a device flag we cannot read.
+DEVICE_WORD = re.compile(r"cuda|gpu|rocm|hip(?![a-z])|nccl|cudnn|(?<![a-z])sm_?\d{2}", re.IGNORECASE)
+
+# ------------------------------------------------------------------------------------------
+# Decorators that gate a test by themselves (a name, or a call whose arguments matter)
+
+
+@dataclass(frozen=True)
+class DecoratorRule:
+    gate: Gate
+    count_arg: bool = False     # skip_if_lt_x_gpu(n): the first argument is the device count
+    memory_arg: bool = False    # largeTensorTest("40GB", "cuda"): the first argument is a size
+    device_type_only: bool = False   # common_device_type decorators: keep as they are
+    condition_arg: bool = False      # skipCUDAIf(cond, reason): like skipIf, but CUDA-scoped
+
+
+ONLY_CUDA = Gate("DC011", "onlyCUDA", _blocked("runs only on CUDA", "cuda"),
+                 "@onlyAccelerator, or requires_capability for the feature the test needs",
+                 hardware="cuda")
+DECORATORS: dict[str, DecoratorRule] = {
+    "onlyCUDA": DecoratorRule(ONLY_CUDA, device_type_only=True),
+    "skipCUDAIf": DecoratorRule(Gate("DC011", "skipCUDAIf", ACCELERATOR,
+                                     "requires_capability for what the condition protects"),
+                                condition_arg=True, device_type_only=True),
+    "dtypesIfCUDA": DecoratorRule(Gate("DC011", "dtypesIfCUDA", _blocked("CUDA-only dtype list", None),
+                                       "@pytest.mark.dtypes(...): dtypes the device lacks skip with the "
+                                       "capability as reason", hardware=None), device_type_only=True),
+    "largeTensorTest": DecoratorRule(Gate("DC011", "largeTensorTest", ACCELERATOR,
+                                          "@pytest.mark.requires_memory(size)"),
+                                     memory_arg=True, device_type_only=True),
+    **{n: DecoratorRule(Gate("DC011", n, _blocked("CUDA-only (cuDNN, MAGMA) library check", "cuda"),
+                             "requires_capability for the operation the test needs", hardware="cuda"),
+                        device_type_only=True)
+       for n in ("skipCUDAIfNoCudnn", "skipCUDAIfCudnnVersionLessThan", "skipCUDAIfNoMagma",
+                 "skipCUDAIfNoMagmaAndNoCusolver", "skipCUDAIfNoCusolver", "skipCUDAVersionIn")},
+    **{n: DecoratorRule(_rocm(n)) for n in (
+        "skipIfRocm", "skipCUDAIfRocm", "skipIfRocmArch", "skipIfRocmVersionLessThan", "skip_if_rocm",
+        "skip_if_rocm_multiprocess", "skip_if_rocm_arch_multiprocess", "skipIfRocmVersionAndArch")},
+    **{n: DecoratorRule(_availability(n)) for n in (
+        "require_torch_gpu", "require_cuda", "requires_cuda", "requires_gpu", "skip_if_no_gpu",
+        "require_cuda_or_xpu", "require_cuda_or_hpu", "require_gpu", "requires_cuda_graph", "skip_if_no_cuda",
+        "skipIfNoCuda", "cuda_only", "gpu_only", "needs_cuda", "requires_cuda_p2p_access")},
+    "requires_cuda_and_triton": DecoratorRule(_availability("requires_cuda_and_triton", _caps("compile.triton"))),
+    "requires_triton_and_cuda": DecoratorRule(_availability("requires_triton_and_cuda", _caps("compile.triton"))),
+    "require_torch_bf16_gpu": DecoratorRule(_availability("require_torch_bf16_gpu", _caps("dtype.bf16"))),
+    "require_torch_tf32": DecoratorRule(Gate("DC006", "require_torch_tf32", _caps("dtype.tf32"),
+                                             "requires_capability('dtype.tf32')")),
+    "require_fp8": DecoratorRule(Gate("DC006", "require_fp8", _caps("dtype.fp8_e4m3fn"), FP8_USE,
+                                      by_use=FP8_BY_USE)),
+    **{n: DecoratorRule(_devices(n, 2)) for n in (
+        "require_torch_multi_gpu", "require_multi_gpu", "requires_multigpu", "skip_if_not_multigpu",
+        "require_multi_gpu_or_xpu", "multi_gpu", "requires_multi_gpu")},
+    "skip_if_lt_x_gpu": DecoratorRule(_devices("skip_if_lt_x_gpu", 2), count_arg=True),
+    "require_n_gpus_for_nccl_backend": DecoratorRule(_devices("require_n_gpus_for_nccl_backend", 2),
+                                                     count_arg=True),
+    **{n: DecoratorRule(Gate("DC005", n, _blocked(f"{n}: an upper bound on GPUs", None),
+                             "requires_devices(n) for a lower bound; an upper bound has no mark",
+                             hardware=None))
+       for n in ("require_torch_non_multi_gpu", "require_torch_up_to_2_gpus", "require_single_gpu")},
+    "requires_nccl": DecoratorRule(Gate("DC008", "requires_nccl", _caps("dist.nccl"),
+                                        "the dist_backend fixture (the device's default backend)")),
+    "requires_nccl_version": DecoratorRule(Gate("DC008", "requires_nccl_version",
+                                                _blocked("an NCCL version pin", "cuda"),
+                                                "the dist_backend fixture", hardware="cuda")),
+}
+
+# Decorators that skip on a condition, by dotted name: (condition means "skip", reason keyword).
+SKIP_DECORATORS: dict[str, bool] = {
+    "unittest.skipIf": True, "skipIf": True, "pytest.mark.skipif": True, "mark.skipif": True,
+    "skip_but_pass_in_sandcastle_if": True, "unittest.skipUnless": False, "skipUnless": False,
+}
+SKIP_CALLS = frozenset({"pytest.skip", "skip", "unittest.SkipTest", "SkipTest", "self.skipTest"})
+
+# ------------------------------------------------------------------------------------------
+# torch.cuda.* calls
+
+
+@dataclass(frozen=True)
+class CudaCall:
+    """``torch.cuda.<name>(...)``: ``test`` is the replacement in a test with the device fixtures
+    (``{fixture}.method``), ``device`` where a ``device`` parameter is in scope, ``anywhere``
+    in any code; ``device_arg`` passes the device (keyword, or positional when ``"0"``);
+    ``capability`` is marked on the test that now calls it."""
+
+    use: str
+    test: str | None = None
+    device: str | None = None
+    anywhere: str | None = None
+    device_arg: str | None = None
+    capability: str | None = None
+    blocks_cpu: bool = True
+    hardware: Hardware | None = "accelerator"
+    code: str = "DC004"
+
+
+def _runtime(name: str, capability: str | None = None, blocks: bool = True,
+             hardware: Hardware | None = "accelerator") -> CudaCall:
+    return CudaCall(f"device_runtime.{name}() (the device_runtime fixture)",
+                    test=f"device_runtime.{name}", device=f"pytest_devcaps.runtime.{name}",
+                    device_arg="device", capability=capability, blocks_cpu=blocks, hardware=hardware)
+
+
+CUDA_CALLS: dict[str, CudaCall] = {
+    "synchronize": _runtime("synchronize"),
+    "empty_cache": _runtime("empty_cache", blocks=False, hardware=None),
+    "memory_stats": _runtime("memory_stats", "runtime.memory_stats"),
+    "memory_allocated": _runtime("memory_allocated", "runtime.memory_stats"),
+    "max_memory_allocated": _runtime("max_memory_allocated", "runtime.memory_stats"),
+    "reset_peak_memory_stats": _runtime("reset_peak_memory_stats"),
+    "manual_seed": CudaCall("device_runtime.manual_seed(n), or torch.manual_seed(n) (seeds every device)",
+                            test="device_runtime.manual_seed", anywhere="torch.manual_seed",
+                            blocks_cpu=False, hardware=None),
+    "manual_seed_all": CudaCall("torch.manual_seed(n) (seeds every device)", anywhere="torch.manual_seed",
+                                blocks_cpu=False, hardware=None),
+    "device_count": CudaCall("torch.accelerator.device_count()", anywhere="torch.accelerator.device_count",
+                             blocks_cpu=False),
+    "current_device": CudaCall("torch.accelerator.current_device_index()",
+                               anywhere="torch.accelerator.current_device_index"),
+    "set_device": CudaCall("torch.accelerator.set_device_index(i)",
+                           anywhere="torch.accelerator.set_device_index"),
+    "is_available": CudaCall(ACCELERATOR_AVAILABLE, anywhere="torch.accelerator.is_available",
+                             blocks_cpu=False, code="DC001"),
+    "Stream": CudaCall("torch.Stream(device) with requires_capability('runtime.streams')",
+                       test="torch.Stream", device="torch.Stream", device_arg="device",
+                       capability="runtime.streams"),
+    "Event": CudaCall("torch.Event(device) with requires_capability('runtime.events')",
+                      test="torch.Event", device="torch.Event", device_arg="device",
+                      capability="runtime.events"),
+    "current_stream": CudaCall("torch.accelerator.current_stream(device)",
+                               test="torch.accelerator.current_stream",
+                               device="torch.accelerator.current_stream", device_arg="0",
+                               capability="runtime.streams"),
+    "stream": CudaCall("the stream as a context manager (with stream: ...)", capability="runtime.streams"),
+    "CUDAGraph": CudaCall("torch.accelerator.Graph with requires_capability('runtime.graphs')"),
+    "graph": CudaCall("torch.accelerator.Graph with requires_capability('runtime.graphs')"),
+    "make_graphed_callables": CudaCall("requires_capability('runtime.graphs') and the device's graph API"),
+    "get_device_properties": CudaCall("the devcaps fixture (devcaps.has(...)) instead of device properties",
+                                      hardware="cuda"),
+    "get_device_capability": CudaCall("requires_capability for the feature the capability gates",
+                                      hardware="cuda"),
+    "get_device_name": CudaCall("the devcaps fixture; a device name is not a capability", hardware="cuda"),
+    "_sleep": CudaCall("no device-generic spin kernel: keep the test CUDA-only", hardware="cuda"),
+    "memory_reserved": CudaCall("torch.accelerator.memory_reserved() with requires_capability('runtime.memory_stats')"),
+    "max_memory_reserved": CudaCall("torch.accelerator.max_memory_reserved() with requires_capability('runtime.memory_stats')"),
+    "mem_get_info": CudaCall("torch.accelerator.get_memory_info() with requires_capability('runtime.memory_stats')"),
+}
+DEFAULT_CUDA_CALL = CudaCall("torch.accelerator, pytest_devcaps.runtime or the device_runtime fixture")
+AMP_USE = "torch.autocast(device.type, ...) / torch.amp.GradScaler(device.type)"
+# torch.cuda.amp.X(...) -> torch.amp / torch.autocast with the device type first.
+CUDA_AMP: dict[str, str] = {"autocast": "torch.autocast", "GradScaler": "torch.amp.GradScaler"}
+
+# ------------------------------------------------------------------------------------------
+# Settings (torch.backends.cuda.* / torch.backends.cudnn.*), by attribute after the prefix
+
+SETTINGS_USE: dict[str, str] = {
+    "allow_tf32": "torch.set_float32_matmul_precision('high') (every backend) and requires_capability('dtype.tf32')",
+    "fp32_precision": "torch.backends.fp32_precision or torch.set_float32_matmul_precision(...)",
+    "deterministic": "torch.use_deterministic_algorithms(True)",
+    "benchmark": "a cuDNN-only tuning switch: drop it, or set it only when device.type == 'cuda'",
+    "sdp_kernel": "torch.nn.attention.sdpa_kernel(SDPBackend...) and requires_capability('attention.flash')",
+    "enable_flash_sdp": "torch.nn.attention.sdpa_kernel(SDPBackend.FLASH_ATTENTION) and requires_capability('attention.flash')",
+    "enable_mem_efficient_sdp": "torch.nn.attention.sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION) and requires_capability('attention.mem_efficient')",
+    "allow_fp16_reduced_precision_reduction": "a CUDA-only matmul setting: set it only when device.type == 'cuda'",
+    "allow_bf16_reduced_precision_reduction": "a CUDA-only matmul setting: set it only when device.type == 'cuda'",
+}
+DEFAULT_SETTINGS_USE = "a device-generic setting (torch.backends.fp32_precision, torch.use_deterministic_algorithms)"
+
+PINNED_MEMORY = "runtime.pinned_memory"
+DIST_USE = "the dist_backend fixture, or dist.get_default_backend_for_device(device)"
+DIST_BACKEND_CALLS = frozenset({"init_process_group", "new_group", "new_subgroups", "init_device_mesh",
+                                "DeviceMesh", "ProcessGroupNCCL"})
+
+
+def capability_names() -> set[str]:
+    """Every capability this table names (each must exist in the shipped catalogue)."""
+    gates: list[Gate] = [*GATE_NAMES.values(), *GATE_CALLS.values(), *PLATFORM_SUPPORTS.values(),
+                         *(d.gate for d in DECORATORS.values()), *(sm_gate(level) for level in range(50, 130))]
+    needs = [n for g in gates for n in (g.need, *(b.need for b in g.by_use))]
+    names = {c for n in needs for c in (*n.capabilities, *(c for group in n.any_of for c in group))}
+    names |= {c.capability for c in (*CUDA_CALLS.values(), DEFAULT_CUDA_CALL) if c.capability}
+    return names | {PINNED_MEMORY}

@@ -1,0 +1,272 @@
+"""Where code sits decides what ``--fix`` may do there: a pytest test or function-scoped fixture
+can take the ``device`` fixture; a ``unittest.TestCase`` method cannot (pytest gives its
+methods no fixtures); a helper can use a ``device`` parameter it already has; a function
+defined inside a test sees the test's ``device``.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Literal, Mapping
+
+from pytest_devcaps.lint import rules
+from pytest_devcaps.lint.gates import LocalGate, is_cuda_literal, last_name, local_gates
+from pytest_devcaps.lint.model import ScopeKey
+
+Kind = Literal["module", "class", "test", "fixture", "function", "testcase", "method", "nested"]
+
+
+@dataclass(frozen=True)
+class DeviceContext:
+    """How code in a scope names its device: ``param_owner`` is the function that gets a
+    ``device`` parameter (None: it has one); ``typed`` says ``device`` is the plugin's
+    ``torch.device`` fixture (else a parameter of unknown type: a string or a device);
+    ``fixture_owner`` may ask for more fixtures (``device_runtime``, ``dist_backend``) and
+    ``mark_owner`` (a test, not a fixture) may take marks."""
+
+    param_owner: ScopeKey | None
+    typed: bool
+    fixture_owner: ScopeKey | None = None
+    mark_owner: ScopeKey | None = None
+    keyword_only: bool = False  # a helper given ``*, device`` (its callers pass device=...)
+
+    def expr(self, role: str) -> str:
+        return (rules.TYPED if self.typed else rules.UNTYPED)[role]
+
+
+class Scope:
+    """A module, class or function; ``used`` (what its code names, for gates that pick a
+    capability by use) and ``bound`` (names it binds) are read when first asked for."""
+
+    def __init__(self, kind: Kind, key: ScopeKey | None, node: ast.AST, context: DeviceContext | None, *,
+                 parent: Scope | None = None, testcase: bool = False, device_fixture: bool = False,
+                 declared: frozenset[str] = frozenset()) -> None:
+        self.kind = kind
+        self.key = key
+        self.node = node
+        self.context = context
+        self.parent = parent
+        self.testcase = testcase
+        self.device_fixture = device_fixture
+        self.declared = declared
+        self._used: frozenset[str] | None = None
+        self._bound: frozenset[str] | None = None
+        self.local_gates: Mapping[str, LocalGate] = parent.local_gates if parent is not None else {}
+        self.threaded: frozenset[str] = parent.threaded if parent is not None else frozenset()
+
+    @property
+    def used(self) -> frozenset[str]:
+        if self._used is None:
+            self._used = used_names(self.node)
+            if self.kind == "nested" and self.parent is not None:
+                self._used |= self.parent.used
+        return self._used
+
+    @property
+    def bound(self) -> frozenset[str]:
+        if self._bound is None:
+            node = self.node
+            self._bound = _bound_names(node) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                else frozenset()
+        return self._bound
+
+
+def scope_key(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> ScopeKey:
+    return node.name, node.lineno
+
+
+def used_names(node: ast.AST) -> frozenset[str]:
+    """Identifiers, attribute names and short strings in ``node`` (what a gate's test uses)."""
+    names: set[str] = set()
+    for child in ast.walk(node):
+        if isinstance(child, ast.Name):
+            names.add(child.id)
+        elif isinstance(child, ast.Attribute):
+            names.add(child.attr)
+        elif isinstance(child, ast.Constant) and isinstance(child.value, str) and len(child.value) <= 40:
+            names.add(child.value)
+    return frozenset(names)
+
+
+def declared_capabilities(marks: list[ast.expr]) -> frozenset[str]:
+    """Capabilities named by ``requires_capability`` marks among ``marks`` (decorators or a
+    ``pytestmark`` value)."""
+    names: set[str] = set()
+    for mark in marks:
+        for call in ast.walk(mark):
+            if isinstance(call, ast.Call) and last_name(call.func) == "requires_capability":
+                for value in ast.walk(call):
+                    if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                        names.add(value.value)
+    return frozenset(names)
+
+
+def _module_marks(tree: ast.Module) -> list[ast.expr]:
+    return [s.value for s in tree.body if isinstance(s, ast.Assign) and any(
+        isinstance(t, ast.Name) and t.id == "pytestmark" for t in s.targets)]
+
+
+def _bound_names(node: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
+    names = {a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)}
+    names |= {a.arg for a in (node.args.vararg, node.args.kwarg) if a is not None}
+    for child in ast.walk(node):
+        if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store):
+            names.add(child.id)
+    return frozenset(names)
+
+
+def parameters(node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    return [a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)]
+
+
+def fixture_scope(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
+    """"function" for a function-scoped pytest fixture, its scope for others, None if none."""
+    for decorator in node.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        if last_name(target) != "fixture":
+            continue
+        if isinstance(decorator, ast.Call):
+            for keyword in decorator.keywords:
+                if keyword.arg == "scope":
+                    value = keyword.value
+                    return value.value if isinstance(value, ast.Constant) and isinstance(value.value, str) else "?"
+        return "function"
+    return None
+
+
+def device_literal_values(values: ast.expr) -> bool:
+    """True for ``["cpu", "cuda", pytest.param("cuda", marks=...)]``: devices the fixture covers."""
+    if not isinstance(values, (ast.List, ast.Tuple)) or not values.elts:
+        return False
+    for element in values.elts:
+        if isinstance(element, ast.Call) and last_name(element.func) == "param" and element.args:
+            element = element.args[0]
+        if not (isinstance(element, ast.Constant) and isinstance(element.value, str)):
+            return False
+        if not (is_cuda_literal(element) or rules.CPU_LITERAL.match(element.value)):
+            return False
+    return True
+
+
+def device_parametrize(node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.Call | None:
+    """The ``@pytest.mark.parametrize("device", [...])`` (or PyTorch's ``@parametrize``) of ``node``."""
+    for decorator in node.decorator_list:
+        if not (isinstance(decorator, ast.Call) and last_name(decorator.func) == "parametrize" and decorator.args):
+            continue
+        names = decorator.args[0]
+        if isinstance(names, ast.Constant) and isinstance(names.value, str):
+            listed = [n.strip() for n in names.value.split(",")]
+        elif isinstance(names, (ast.List, ast.Tuple)):
+            listed = [e.value for e in names.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+        else:
+            continue
+        if "device" in listed:
+            return decorator
+    return None
+
+
+def removable_device_parametrize(call: ast.Call | None) -> bool:
+    if call is None or len(call.args) < 2:
+        return False
+    names = call.args[0]
+    only_device = (isinstance(names, ast.Constant) and isinstance(names.value, str)
+                   and names.value.strip() == "device")
+    return only_device and device_literal_values(call.args[1]) and not call.keywords
+
+
+class ModuleFacts:
+    """What the whole module says about its tests."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.tree = tree
+        self.instantiated: set[str] = set()
+        self.testcase_classes: set[str] = set()
+        self.imports = {alias.asname or alias.name: node.module or "" for node in ast.walk(tree)
+                        if isinstance(node, ast.ImportFrom) and node.module for alias in node.names}
+        self.has_pytestmark = any(
+            isinstance(s, (ast.Assign, ast.AnnAssign)) and any(
+                isinstance(t, ast.Name) and t.id == "pytestmark"
+                for t in (s.targets if isinstance(s, ast.Assign) else [s.target]))
+            for s in tree.body)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and last_name(node.func) == "instantiate_device_type_tests" \
+                    and node.args and isinstance(node.args[0], ast.Name):
+                self.instantiated.add(node.args[0].id)
+            if isinstance(node, ast.ClassDef) and _has_bases(node):
+                self.testcase_classes.add(node.name)
+        self.local_gates = local_gates(tree)
+        # module-level functions: their parameter names say which arguments are devices
+        functions = [s for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        self.signatures = {f.name: [a.arg for a in (*f.args.posonlyargs, *f.args.args)] for f in functions}
+        # helpers that must be called with device= (given ``*, device`` by an earlier --fix round)
+        self.takes_device = {f.name for f in functions if any(
+            a.arg == "device" and d is None for a, d in zip(f.args.kwonlyargs, f.args.kw_defaults))}
+
+    @property
+    def pytest_only(self) -> bool:
+        """No unittest-style classes: every test can take fixtures."""
+        return not self.testcase_classes
+
+
+def _has_bases(node: ast.ClassDef) -> bool:
+    return any(not (isinstance(b, ast.Name) and b.id == "object") for b in node.bases)
+
+
+def function_scope(node: ast.FunctionDef | ast.AsyncFunctionDef, parent: Scope) -> Scope:
+    kind = _function_kind(node, parent)
+    params = parameters(node)
+    context: DeviceContext | None = None
+    key = scope_key(node)
+    if kind in ("test", "fixture"):
+        parametrize = device_parametrize(node)
+        typed = parametrize is None or removable_device_parametrize(parametrize)
+        context = DeviceContext(None if "device" in params else key, typed, key,
+                                key if kind == "test" else None)
+    elif "device" in params:
+        context = DeviceContext(None, False)
+    elif kind == "function" and node.name in parent.threaded:
+        context = DeviceContext(key, False, keyword_only=True)
+    elif kind == "nested":
+        context = parent.context
+    fixture = kind == "test" and context is not None and context.typed
+    return Scope(kind, key, node, context, parent=parent, testcase=parent.testcase, device_fixture=fixture,
+                 declared=parent.declared | declared_capabilities(list(node.decorator_list)))
+
+
+def _function_kind(node: ast.FunctionDef | ast.AsyncFunctionDef, parent: Scope) -> Kind:
+    test = node.name.startswith("test")
+    fixture = fixture_scope(node)
+    if parent.kind == "module":
+        if fixture is not None:
+            return "fixture" if fixture == "function" else "function"
+        return "test" if test else "function"
+    if parent.kind == "class":
+        if parent.testcase:
+            return "testcase" if test else "method"
+        if fixture is not None:
+            return "fixture" if fixture == "function" else "method"
+        return "test" if test and _pytest_class(parent.node) else "method"
+    return "nested"
+
+
+def _pytest_class(node: ast.AST) -> bool:
+    return isinstance(node, ast.ClassDef) and node.name.startswith("Test") and not _has_bases(node)
+
+
+def class_scope(node: ast.ClassDef, parent: Scope) -> Scope:
+    testcase = parent.testcase or _has_bases(node)
+    marks = list(node.decorator_list) + [s.value for s in node.body if isinstance(s, ast.Assign) and any(
+        isinstance(t, ast.Name) and t.id == "pytestmark" for t in s.targets)]
+    return Scope("class", scope_key(node), node, None, parent=parent, testcase=testcase,
+                 device_fixture=not testcase and parent.device_fixture,
+                 declared=parent.declared | declared_capabilities(marks))
+
+
+def module_scope(tree: ast.Module, facts: ModuleFacts, threaded: frozenset[str] = frozenset()) -> Scope:
+    """The module's scope; ``threaded`` helpers get a ``device`` parameter from their callers."""
+    scope = Scope("module", None, tree, None, device_fixture=facts.pytest_only,
+                  declared=declared_capabilities(_module_marks(tree)))
+    scope.local_gates = facts.local_gates
+    scope.threaded = threaded
+    return scope

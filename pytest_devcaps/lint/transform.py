@@ -1,0 +1,260 @@
+"""Applying the finder's edits with LibCST (a lossless syntax tree: comments and formatting
+survive). The finder names nodes by span; LibCST's ``PositionProvider`` gives the same spans
+(both count characters, both exclude parentheses), so each edit lands on the node it was
+made for. Imports the new code needs (``pytest``, ``torch``...) are added with LibCST's
+``AddImportsVisitor``; imports it may have made unused go with ``RemoveImportsVisitor``,
+which keeps any that are still referenced.
+
+Imported only through :mod:`pytest_devcaps.lint.codemod`, which first checks that LibCST (the
+optional ``lint`` extra) is installed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import replace
+from typing import Callable, Sequence, Union
+
+import libcst as cst
+from libcst.codemod import CodemodContext
+from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from pytest_devcaps.lint.model import (
+    VALUE, AddMarks, AddParameter, DropDefault, Edit, EditCall, Need, RemoveUnusedImport, ReplaceDecorator,
+    ReplaceExpr, ReplaceStatement, ScopeKey, Span,
+)
+
+IMPORTS = (("pytest_devcaps.runtime.", "pytest_devcaps.runtime"), ("pytest.", "pytest"),
+           ("torch.", "torch"), ("unittest.", "unittest"))
+# ast node class -> the LibCST classes the same source can parse to
+NODE_CLASSES: dict[str, tuple[str, ...]] = {
+    "Constant": ("SimpleString", "ConcatenatedString"), "JoinedStr": ("FormattedString", "ConcatenatedString"),
+    "Name": ("Name",), "Attribute": ("Attribute",), "Call": ("Call",), "IfExp": ("IfExp",),
+    "Compare": ("Comparison",), "Subscript": ("Subscript",), "BoolOp": ("BooleanOperation",),
+    "UnaryOp": ("UnaryOperation",),
+}
+Statement = Union[cst.SimpleStatementLine, cst.BaseCompoundStatement]
+Result = Union[cst.CSTNode, cst.RemovalSentinel, cst.FlattenSentinel[cst.CSTNode]]
+
+
+class _Plan:
+    """The edits of one file, indexed the way the transformer looks them up."""
+
+    def __init__(self, edits: Sequence[Edit]) -> None:
+        self.exprs: dict[Span, ReplaceExpr] = {}
+        self.calls: dict[Span, EditCall] = {}
+        self.decorators: dict[Span, ReplaceDecorator] = {}
+        self.statements: dict[Span, ReplaceStatement] = {}
+        self.marks: dict[ScopeKey, Need] = {}
+        self.params: dict[ScopeKey, dict[str, bool]] = defaultdict(dict)
+        self.defaults: dict[ScopeKey, set[str]] = defaultdict(set)
+        self.unused: list[RemoveUnusedImport] = []
+        for edit in edits:
+            self._add(edit)
+
+    def _add(self, edit: Edit) -> None:
+        if isinstance(edit, ReplaceExpr):
+            self.exprs[edit.span] = edit
+        elif isinstance(edit, EditCall):
+            self.calls[edit.span] = _merge_calls(self.calls.get(edit.span), edit)
+        elif isinstance(edit, ReplaceDecorator):
+            self.decorators[edit.span] = edit
+        elif isinstance(edit, ReplaceStatement):
+            self.statements[edit.span] = edit
+        elif isinstance(edit, AddMarks):
+            previous = self.marks.get(edit.scope)
+            self.marks[edit.scope] = edit.need if previous is None else previous & edit.need
+        elif isinstance(edit, AddParameter):
+            self.params[edit.scope].setdefault(edit.name, edit.keyword_only)
+        elif isinstance(edit, DropDefault):
+            self.defaults[edit.scope].add(edit.name)
+        else:
+            self.unused.append(edit)
+
+
+def _merge_calls(old: EditCall | None, new: EditCall) -> EditCall:
+    if old is None:
+        return new
+    return replace(old, func=new.func or old.func, method=new.method or old.method,
+                   args=new.args if new.args is not None else old.args,
+                   prepend=old.prepend + new.prepend, keywords=old.keywords + new.keywords)
+
+
+class Transformer(cst.CSTTransformer):
+    """Applies a plan; ``inserted`` is the code it wrote (to know which imports it needs)."""
+
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, plan: _Plan) -> None:
+        super().__init__()
+        self.plan = plan
+        self.inserted: list[str] = []
+
+    def span(self, node: cst.CSTNode) -> Span:
+        position = self.get_metadata(PositionProvider, node)
+        return Span(position.start.line, position.start.column, position.end.line, position.end.column)
+
+    def code(self, text: str) -> str:
+        self.inserted.append(text)
+        return text
+
+    def expression(self, text: str) -> cst.BaseExpression:
+        return cst.parse_expression(self.code(text))
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> Result:  # type: ignore[override]
+        result = super().on_leave(original_node, updated_node)
+        if isinstance(result, cst.SimpleStatementLine) and isinstance(original_node, cst.SimpleStatementLine) \
+                and len(original_node.body) == 1:
+            return self.statement(self.span(original_node.body[0]), result)
+        if isinstance(result, cst.BaseCompoundStatement):
+            return self.statement(self.span(original_node), result)
+        if not isinstance(result, cst.BaseExpression) or result is not updated_node:
+            return result
+        span = self.span(original_node)
+        call = self.plan.calls.get(span)
+        if call is not None and isinstance(result, cst.Call):
+            result = _edit_call(result, call, self.expression)
+        expr = self.plan.exprs.get(span)
+        if expr is not None and type(result).__name__ in NODE_CLASSES.get(expr.node, (expr.node,)):
+            code = expr.code
+            if VALUE in code and isinstance(result, cst.Attribute):
+                code = code.replace(VALUE, cst.Module([]).code_for_node(result.value))
+            new = self.expression(code)
+            result = new.with_changes(lpar=result.lpar, rpar=result.rpar) if result.lpar else new
+        return result
+
+    def statement(self, span: Span, node: Statement) -> Result:
+        edit = self.plan.statements.get(span)
+        if edit is None:
+            return node
+        if not edit.code:
+            return cst.RemoveFromParent()
+        body: list[cst.CSTNode] = list(cst.parse_module(self.code(edit.code)).body)
+        first = body[0]
+        assert isinstance(first, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
+        body[0] = first.with_changes(leading_lines=node.leading_lines)
+        return cst.FlattenSentinel(body)
+
+    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        return updated_node.with_changes(body=self.keep_spacing(original_node.body, updated_node.body))
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock,
+                            updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
+        return updated_node.with_changes(body=self.keep_spacing(original_node.body, updated_node.body))
+
+    def keep_spacing(self, before: Sequence[cst.BaseStatement],
+                     after: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        """A removed statement's blank lines go to the statement after it (two blank lines
+        before a ``def`` stay two)."""
+        result = list(after)
+        index, carry = 0, None
+        for statement in before:
+            target = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) \
+                and len(statement.body) == 1 else statement
+            edit = self.plan.statements.get(self.span(target))
+            if edit is not None and not edit.code:
+                lines = getattr(statement, "leading_lines", ())
+                blank = [line for line in lines if line.comment is None]
+                carry = blank if carry is None or len(blank) > len(carry) else carry
+                continue
+            if carry is not None and index < len(result):
+                result[index] = _with_blank_lines(result[index], carry)
+                carry = None
+            index += len(cst.parse_module(edit.code).body) if edit is not None else 1
+        return result
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
+        key = (original_node.name.value, self.span(original_node.name).line)
+        decorated = self.decorate(original_node.decorators, updated_node.decorators, self.plan.marks.get(key))
+        return _parameters(updated_node.with_changes(decorators=decorated), self.plan.params.get(key, {}),
+                           self.plan.defaults.get(key, set()))
+
+    def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
+        return updated_node.with_changes(decorators=self.decorate(original_node.decorators,
+                                                                  updated_node.decorators, None))
+
+    def decorate(self, before: Sequence[cst.Decorator], after: Sequence[cst.Decorator],
+                 need: Need | None) -> list[cst.Decorator]:
+        decorators = [cst.Decorator(self.expression(m)) for m in (need.render() if need is not None else ())]
+        for old, new in zip(before, after):
+            edit = self.plan.decorators.get(self.span(old.decorator))
+            if edit is None:
+                decorators.append(new)
+                continue
+            replacement = [cst.Decorator(self.expression(d)) for d in edit.decorators]
+            if replacement:
+                replacement[0] = replacement[0].with_changes(leading_lines=new.leading_lines)
+                replacement[-1] = replacement[-1].with_changes(trailing_whitespace=new.trailing_whitespace)
+            decorators.extend(replacement)
+        return decorators
+
+
+def _with_blank_lines(node: cst.BaseStatement, blank: list[cst.EmptyLine]) -> cst.BaseStatement:
+    if not isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+        return node
+    own = list(node.leading_lines)
+    if sum(line.comment is None for line in own) >= len(blank):
+        return node
+    return node.with_changes(leading_lines=[*blank, *(line for line in own if line.comment is not None)])
+
+
+def _edit_call(node: cst.Call, edit: EditCall, parse: Callable[[str], cst.BaseExpression]) -> cst.Call:
+    func = node.func
+    if edit.func is not None:
+        func = parse(edit.func)
+    elif edit.method is not None and isinstance(func, cst.Attribute):
+        func = func.with_changes(attr=cst.Name(edit.method))
+    args = list(node.args)
+    if edit.args is not None:
+        kept = [a for a in args if a.keyword is not None or a.star]
+        args = [cst.Arg(parse(a)) for a in edit.args] + kept
+    args = [cst.Arg(parse(a)) for a in edit.prepend] + args
+    present = {a.keyword.value for a in args if a.keyword is not None}
+    no_space = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
+    for name, value in edit.keywords:
+        if name not in present:
+            args.append(cst.Arg(parse(value), keyword=cst.Name(name), equal=no_space))
+    return node.with_changes(func=func, args=args)
+
+
+def _parameters(node: cst.FunctionDef, wanted: dict[str, bool], no_default: set[str]) -> cst.FunctionDef:
+    params = node.params
+    present = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+    positional = [p.with_changes(default=None, equal=cst.MaybeSentinel.DEFAULT) if p.name.value in no_default
+                  else p for p in params.params]
+    keyword_only = list(params.kwonly_params)
+    for name, kw_only in wanted.items():
+        if name in present:
+            continue
+        param = cst.Param(cst.Name(name))
+        if kw_only:
+            keyword_only.append(param)
+            continue
+        first_default = next((i for i, p in enumerate(positional) if p.default is not None), len(positional))
+        positional.insert(first_default, param)
+    star = params.star_arg
+    if keyword_only and not isinstance(star, (cst.Param, cst.ParamStar)):
+        star = cst.ParamStar()
+    return node.with_changes(params=params.with_changes(params=positional, kwonly_params=keyword_only,
+                                                        star_arg=star))
+
+
+def rewrite(text: str, edits: Sequence[Edit]) -> str:
+    """``text`` with ``edits`` applied and the imports the new code names added."""
+    plan = _Plan(edits)
+    transformer = Transformer(plan)
+    module = MetadataWrapper(cst.parse_module(text)).visit(transformer)
+    context = CodemodContext()
+    for module_name in sorted({m for code in transformer.inserted for prefix, m in IMPORTS
+                               if re.search(r"(?<![\w.])" + re.escape(prefix), code)}):
+        if not re.search(rf"^\s*import {re.escape(module_name)}\s*$", module.code, re.MULTILINE):
+            AddImportsVisitor.add_needed_import(context, module_name)
+    module = AddImportsVisitor(context).transform_module(module)
+    if plan.unused:
+        context = CodemodContext()
+        for unused in plan.unused:
+            RemoveImportsVisitor.remove_unused_import(context, unused.module, unused.name)
+        module = RemoveImportsVisitor(context).transform_module(module)
+    return module.code

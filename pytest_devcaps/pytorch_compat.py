@@ -1,0 +1,77 @@
+"""PyTorch's device-generic test classes: their device, and our answers in the shape they expect.
+
+``torch.testing._internal.common_device_type.instantiate_device_type_tests`` makes one class per
+device type (``TestFooCPU``, ``TestFooCUDA``...) from a base carrying ``device_type``
+(``CPUTestBase.device_type = "cpu"``). ``PrivateUse1TestBase.device_type`` is ``"privateuse1"``
+until its ``setUpClass`` renames it to the backend's name; ``"privateuse1"`` is no valid device
+string, so it is read as the name PrivateUse1 has in this process. Markers and decorators on
+such classes are evaluated against that device type, not the session's main accelerator.
+
+PyTorch's capability-based skips (PR #190846, upstream only) ask a test base's
+``_capabilities()`` classmethod for ``{category: {name: zero-argument callable}}`` and skip a
+``@requires_capabilities("dtype.fp8")`` test whose callable is false: :func:`capabilities_mapping`
+and :class:`DevcapsCapabilities` answer that from the registry (``dtype.bf16`` is category
+``dtype``, name ``bf16``).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any, Callable
+
+from pytest_devcaps.dispatch import torch_device_type
+from pytest_devcaps.errors import UnknownDeviceError
+
+if TYPE_CHECKING:
+    from pytest_devcaps.registry import CapabilityRegistry
+
+#: ``DeviceTypeTestBase.device_type`` before a base sets its own.
+_GENERIC_PLACEHOLDER = "generic_device_type"
+
+CapabilityMapping = dict[str, dict[str, Callable[[], bool]]]
+
+
+def class_device_type(cls: Any) -> str | None:
+    """The device type a test class is for (its ``device_type`` attribute), None without one."""
+    value = getattr(cls, "device_type", None) if cls is not None else None
+    if not isinstance(value, str) or not value or value == _GENERIC_PLACEHOLDER:
+        return None
+    return torch_device_type(value)
+
+
+def _has(registry: CapabilityRegistry, capability: str, device: str) -> bool:
+    try:
+        return registry.has(capability, device)
+    except UnknownDeviceError:  # no answers for a device type absent here: not available
+        return False
+
+
+def capabilities_mapping(device_type: str, registry: CapabilityRegistry | None = None
+                         ) -> CapabilityMapping:
+    """``{category: {name: callable}}`` for ``device_type``, as a PyTorch test base's
+    ``_capabilities()`` returns it, under our names and PyTorch's (the catalogue's aliases:
+    ``dtype.fp8``); each callable asks the registry when called."""
+    if registry is None:
+        from pytest_devcaps.library import default_registry
+
+        registry = default_registry()
+    mapping: CapabilityMapping = {}
+    for capability in [*registry.capability_names, *registry.catalogue.aliases()]:
+        category, _, name = capability.partition(".")
+        mapping.setdefault(category, {})[name] = functools.partial(_has, registry, capability,
+                                                                   torch_device_type(device_type))
+    return mapping
+
+
+class DevcapsCapabilities:
+    """Mix into a PyTorch-style test base: ``_capabilities()`` / ``get_capabilities()`` answer
+    from the devcaps registry for the class's ``device_type``."""
+
+    @classmethod
+    def _capabilities(cls) -> CapabilityMapping:
+        return capabilities_mapping(class_device_type(cls) or "cpu")
+
+    @classmethod
+    def get_capabilities(cls, category: str | None = None) -> Any:
+        mapping = cls._capabilities()
+        return mapping if category is None else mapping.get(category, {})

@@ -1,0 +1,145 @@
+"""pytest hooks for suites as they are: TestCase classes, hardware classes and expectations.
+
+Registered by ``plugin`` next to it. At collection: every test is classified
+(:mod:`pytest_devcaps.classification`) and ``--devcaps-hardware`` deselects the others, and an
+``xfail_on`` whose condition holds on the test's device becomes pytest's own ``xfail`` mark. At setup: ``requires_memory(free=True)`` is checked against the free memory of that
+moment. During the call: :data:`pytest_devcaps.testcase.PYTEST_TEST` tells the unittest
+bridge that pytest is running the test, so marks are not evaluated twice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from typing import Any, Generator
+
+import pytest
+
+from pytest_devcaps import classification, hardware_classes, markers
+from pytest_devcaps.conditions import known_facts
+from pytest_devcaps.errors import DevcapsError
+from pytest_devcaps.expectations import parse_condition
+from pytest_devcaps.fixtures import item_device
+from pytest_devcaps.state import EVALUATION_KEY, session_state
+from pytest_devcaps.testcase import PYTEST_TEST, PytestTest
+
+HARDWARE_KEY = pytest.StashKey[str]()
+#: Why a test could not be classified or expected (a misspelled ``hw_classification``); the
+#: test errors at setup with it.
+PROBLEM_KEY = pytest.StashKey[str]()
+#: The report attribute (travelling with xdist reports) that carries a test's hardware class.
+HARDWARE_REPORT_KEY = "devcaps_hardware"
+EXPECTATION_PROPERTY = "devcaps_xfail_on"
+
+
+class SuiteHooks:
+    """Per session: the hardware class of every collected test, for the counts."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.counts: Counter[str] = Counter()
+        self.inferred = 0
+        self.deselected = 0
+
+    def _registry(self) -> Any:
+        return session_state(self.config).registry
+
+    def _selection(self) -> tuple[str, ...]:
+        setting = session_state(self.config).settings.hardware
+        return classification.parse_selection(setting.value, setting.source, self._registry)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        try:
+            selection = self._selection()
+        except DevcapsError as exc:
+            raise pytest.UsageError(f"pytest-devcaps: {exc}") from None
+        kept: list[pytest.Item] = []
+        deselected: list[pytest.Item] = []
+        for item in items:
+            found = self._prepare(item)
+            if found is not None and selection and found.value not in selection:
+                deselected.append(item)
+            else:
+                kept.append(item)
+        if deselected:
+            self.deselected = len(deselected)
+            config.hook.pytest_deselected(items=deselected)
+            items[:] = kept
+
+    def _prepare(self, item: pytest.Item) -> classification.Classification | None:
+        """Classify and expect one test; None (and an error at setup) when that fails."""
+        marks = list(item.iter_markers())
+        try:
+            found = classification.classify(marks, getattr(item, "cls", None), self._registry)
+            self._expect(item, marks)
+        except DevcapsError as exc:
+            item.stash[PROBLEM_KEY] = f"{item.nodeid}: {exc}"
+            return None
+        self.counts[found.value] += 1
+        self.inferred += found.inferred
+        item.stash[HARDWARE_KEY] = found.value
+        return found
+
+    def _expect(self, item: pytest.Item, marks: list[pytest.Mark]) -> None:
+        """An ``xfail_on`` that holds on the test's device becomes an ``xfail`` mark."""
+        expected = [m for m in marks if m.name == "xfail_on"]
+        if not expected:
+            return
+        registry = self._registry()
+        identity = registry.identity(item_device(item))
+        for mark in expected:
+            condition = parse_condition(mark.name, mark.args, mark.kwargs, known_facts(registry))
+            if condition.applies(identity):
+                reason = condition.describe(identity)
+                item.add_marker(pytest.mark.xfail(reason=reason, strict=condition.strict,
+                                                  raises=condition.raises))
+                item.user_properties.append((EXPECTATION_PROPERTY, reason))
+                return
+
+    def pytest_report_collectionfinish(self, config: pytest.Config) -> list[str]:
+        if not self.counts and not self.deselected:
+            return []
+        line = (f"devcaps: hardware classes: {hardware_classes.count_text(self.counts)} "
+                f"({self.inferred} without a declared class)")
+        setting = session_state(config).settings.hardware
+        if setting.value:
+            line += (f"; selected {', '.join(setting.value)} ({setting.source}), "
+                     f"{self.deselected} deselected")
+        return [line]
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        report = yield
+        if HARDWARE_KEY in item.stash:
+            report.__dict__[HARDWARE_REPORT_KEY] = item.stash[HARDWARE_KEY]
+        return report
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, None, None]:
+        if PROBLEM_KEY in item.stash:
+            pytest.fail(item.stash[PROBLEM_KEY], pytrace=False)
+        _check_free_memory(item)
+        return (yield)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
+        token = PYTEST_TEST.set(PytestTest(getattr(item, "cls", None), lambda: item_device(item)))
+        try:
+            return (yield)
+        finally:
+            PYTEST_TEST.reset(token)
+
+
+def _check_free_memory(item: pytest.Item) -> None:
+    """``requires_memory(free=True)``: the free memory now, added to the test's evaluation."""
+    evaluation = item.stash.get(EVALUATION_KEY, None)
+    wanted = [m for m in item.iter_markers("requires_memory") if m.kwargs.get("free")]
+    if evaluation is not None and wanted and not evaluation.skip:
+        from pytest_devcaps.runtime import free_memory
+
+        identity = session_state(item.config).registry.identity(evaluation.device)
+        extra = markers.free_memory_missing(wanted, identity, lambda i: free_memory(i.key))
+        if extra:
+            item.stash[EVALUATION_KEY] = dataclasses.replace(
+                evaluation, missing=(*evaluation.missing, *extra))

@@ -1,0 +1,267 @@
+"""The unittest bridge: devcaps markers honoured where pytest does not run the test.
+
+Under pytest the plugin evaluates markers at collection and skips at setup. Under
+``python -m unittest`` (or PyTorch's ``run_tests``) nothing reads pytest marks, so a test that
+asked for tf32 would run and pass on a CPU. This module evaluates the same marks with the same
+functions (``markers.evaluate``) for a TestCase, so the skip reason is the text pytest shows:
+
+* :class:`DevcapsMixin` (and :class:`DevcapsTestCase`): ``self.devcaps`` (the registry seen
+  from the test's device), ``self.devcaps_device``, ``self.tolerances``, and marks honoured in
+  ``run()``: an unmet requirement or a ``skip_on`` skips before ``setUp`` (as ``@unittest.skip``
+  does), an ``xfail_on`` that holds expects a failure;
+* :func:`guard` / :func:`checked_call`, used by the decorators of :mod:`pytest_devcaps.decorators`.
+
+The test's device: its class's ``device_type`` (PyTorch's generated classes, or one set on a
+TestCase), else the registry's primary device (the first accelerator, else the CPU). While the
+pytest plugin runs a test, :data:`PYTEST_TEST` holds it and everything here defers to pytest.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import os
+import sys
+import unittest
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+import pytest
+
+from pytest_devcaps import classification, markers
+from pytest_devcaps.errors import DevcapsError
+from pytest_devcaps.expectations import Condition, parse_condition
+from pytest_devcaps.pytorch_compat import class_device_type
+from pytest_devcaps.tolerances import Tolerances, parse_tolerance
+
+if TYPE_CHECKING:
+    from pytest_devcaps.facts import FactVocabulary
+    import torch
+
+    from pytest_devcaps.model import DeviceIdentity
+    from pytest_devcaps.registry import CapabilityRegistry, DeviceCapabilities
+
+    _Base = unittest.TestCase
+else:
+    _Base = object
+
+ENV_HARDWARE = "PYTEST_DEVCAPS_HARDWARE"  # the same variable as the pytest option's
+
+
+@dataclass(frozen=True)
+class PytestTest:
+    """The test the pytest plugin is running now: its class (None for a function) and how to
+    get its device key (asked only when a TestCase wants it)."""
+
+    cls: type | None
+    device_of: Callable[[], str]
+
+
+PYTEST_TEST: contextvars.ContextVar[PytestTest | None] = contextvars.ContextVar(
+    "devcaps_pytest_test", default=None)
+
+
+def _registry() -> CapabilityRegistry:
+    from pytest_devcaps.library import default_registry
+
+    return default_registry()
+
+
+def _module_marks(obj: Any) -> list[pytest.Mark]:
+    return _unpack(getattr(sys.modules.get(getattr(obj, "__module__", "") or ""), "pytestmark", []))
+
+
+def _unpack(value: Any) -> list[pytest.Mark]:
+    values = value if isinstance(value, list) else [value]
+    unpacked = (getattr(v, "mark", v) for v in values)
+    return [mark for mark in unpacked if isinstance(mark, pytest.Mark)]
+
+
+def marks_of(function: Any, cls: type | None) -> list[pytest.Mark]:
+    """The marks pytest would see on this test, closest first: the function's, its class's
+    (every class of its MRO, as pytest reads them) and its module's."""
+    marks = _unpack(getattr(function, "pytestmark", []))
+    if cls is not None:
+        for klass in reversed(cls.__mro__):
+            marks += _unpack(klass.__dict__.get("pytestmark", []))
+    return marks + _module_marks(cls if cls is not None else function)
+
+
+def device_of(test: Any, registry: CapabilityRegistry) -> str:
+    """The device key ``test`` (a TestCase, or None) runs on outside pytest."""
+    current = PYTEST_TEST.get()
+    if current is not None and test is not None and current.cls is type(test):
+        return current.device_of()
+    kind = class_device_type(type(test)) if test is not None else None
+    if kind is not None:
+        try:
+            return registry.identity(kind).key
+        except DevcapsError:
+            return kind  # evaluated as a device without answers: a visible skip
+    return registry.primary_device.key
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the marks of one test say on its device outside pytest."""
+
+    skip: str | None
+    xfail: Condition | None
+    identity: DeviceIdentity | None
+
+
+def _hardware_skip(marks: list[pytest.Mark], cls: type | None, registry: CapabilityRegistry) -> str | None:
+    wanted = os.environ.get(ENV_HARDWARE, "")
+    if not wanted.strip():
+        return None
+    source = f"{ENV_HARDWARE} environment variable"
+    selection = classification.parse_selection(wanted.split(","), source, lambda: registry)
+    found = classification.classify(marks, cls, lambda: registry)
+    if found.value in selection:
+        return None
+    return f"hardware class {found.value} ({found.how}) not selected ({ENV_HARDWARE}={wanted})"
+
+
+def verdict(function: Any, test: Any) -> Verdict:
+    """Evaluate the devcaps marks of ``function`` (a method of ``test``'s class, or a function)."""
+    from pytest_devcaps.runtime import free_memory
+
+    registry = _registry()
+    cls = type(test) if test is not None else None
+    marks = marks_of(function, cls)
+    markers.validate_marks(marks, registry)
+    skip = _hardware_skip(marks, cls, registry)
+    if skip is not None:
+        return Verdict(skip, None, None)
+    device = device_of(test, registry)
+    evaluation = markers.evaluate(marks, registry, device,
+                                  free_memory=lambda identity: free_memory(identity.key))
+    if evaluation.skip:
+        return Verdict(evaluation.reason, None, None)
+    identity = registry.identity(device)
+    facts = _facts(registry)
+    for mark in marks:
+        if mark.name == "xfail_on":
+            condition = parse_condition(mark.name, mark.args, mark.kwargs, facts)
+            if condition.applies(identity):
+                return Verdict(None, condition, identity)
+    return Verdict(None, None, identity)
+
+
+def _facts(registry: CapabilityRegistry) -> FactVocabulary:
+    from pytest_devcaps.conditions import known_facts
+
+    return known_facts(registry)
+
+
+def expecting_failure(function: Callable[..., Any], test: Any, condition: Condition) -> Callable[..., Any]:
+    """``function`` as unittest's expected failure (``@unittest.expectedFailure``): unittest
+    reads ``__unittest_expecting_failure__`` before the test runs, and has only the strict
+    kind, so a pass is an "unexpected success" that fails the run. An exception that is not
+    among ``raises`` is a failure, as pytest reports it."""
+    catch = condition.raises or Exception
+
+    @functools.wraps(function)
+    def run_expecting(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except unittest.SkipTest:
+            raise
+        except catch:
+            raise
+        except Exception:
+            outcome = getattr(test, "_outcome", None)
+            if outcome is not None:  # the flag unittest consults when the exception arrives
+                outcome.expecting_failure = False
+            raise
+
+    run_expecting.__unittest_expecting_failure__ = True  # type: ignore[attr-defined]
+    return run_expecting
+
+
+def guard(test: unittest.TestCase) -> None:
+    """Before unittest runs ``test``: honour its devcaps marks (does nothing under pytest)."""
+    name = test._testMethodName
+    if PYTEST_TEST.get() is not None or test.__dict__.get("_devcaps_guarded") == name:
+        return
+    test.__dict__["_devcaps_guarded"] = name
+    function = getattr(type(test), name, None)
+    if function is None:
+        return
+    try:
+        found = verdict(function, test)
+    except DevcapsError as exc:
+        message = str(exc)
+
+        def refuse(*args: Any, **kwargs: Any) -> None:
+            raise DevcapsError(message)
+
+        setattr(test, name, refuse)
+        return
+    if found.skip is not None:
+        setattr(test, name, _skipped(found.skip))
+    elif found.xfail is not None:
+        setattr(test, name, expecting_failure(getattr(test, name), test, found.xfail))
+
+
+def _skipped(reason: str) -> Callable[..., None]:
+    def skipped(*args: Any, **kwargs: Any) -> None:
+        raise unittest.SkipTest(reason)
+
+    # unittest reads these before setUp (TestCase.run), so a skip costs no setUp.
+    skipped.__unittest_skip__ = True  # type: ignore[attr-defined]
+    skipped.__unittest_skip_why__ = reason  # type: ignore[attr-defined]
+    return skipped
+
+
+def checked_call(wrapper: Callable[..., Any], function: Callable[..., Any],
+                 args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Call a decorated test: its marks are honoured first unless pytest or :func:`guard` did."""
+    test = args[0] if args and isinstance(args[0], unittest.TestCase) else None
+    handled = test is not None and test.__dict__.get("_devcaps_guarded") == test._testMethodName
+    if PYTEST_TEST.get() is not None or handled:
+        return function(*args, **kwargs)
+    found = verdict(wrapper, test)
+    if found.skip is not None:
+        raise unittest.SkipTest(found.skip)
+    if found.xfail is not None:
+        where = found.xfail.key if found.identity is None else found.xfail.describe(found.identity)
+        raise DevcapsError(f"{where}: under plain unittest, xfail_on needs the TestCase class to "
+                           "use DevcapsMixin or a devcaps class decorator (unittest decides "
+                           "expected failures before the test method runs)")
+    return function(*args, **kwargs)
+
+
+class DevcapsMixin(_Base):
+    """Mix into a ``unittest.TestCase`` (before it): ``self.devcaps``, ``self.devcaps_device``,
+    ``self.tolerances``, and devcaps marks honoured under plain unittest."""
+
+    def run(self, result: Any = None) -> Any:
+        guard(self)
+        return super().run(result)
+
+    @property
+    def devcaps(self) -> DeviceCapabilities:
+        """The registry seen from this test's device (``self.devcaps.has("dtype.bf16")``)."""
+        registry = _registry()
+        return registry.view(device_of(self, registry))
+
+    @property
+    def devcaps_device(self) -> torch.device:
+        import torch
+
+        return torch.device(device_of(self, _registry()))
+
+    @property
+    def tolerances(self) -> Tolerances:
+        """The ``tolerance`` marks of this test and class, for this test's device."""
+        registry = _registry()
+        function = getattr(type(self), self._testMethodName, None)
+        facts = _facts(registry)
+        rules = [parse_tolerance(m.args, m.kwargs, facts)
+                 for m in marks_of(function, type(self)) if m.name == "tolerance"]
+        return Tolerances(rules, registry.identity(device_of(self, registry)))
+
+
+class DevcapsTestCase(DevcapsMixin, unittest.TestCase):
+    """A ``unittest.TestCase`` with :class:`DevcapsMixin`."""

@@ -1,0 +1,135 @@
+"""Hardware classes: declared, inferred, selected with --devcaps-hardware (env, ini), counted."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+SUITE = """
+import unittest
+import pytest
+
+def test_plain():
+    pass
+
+def test_plain_device(device):
+    pass
+
+@pytest.mark.requires_capability("runtime.graphs")
+def test_needs_graphs(device):
+    pass
+
+@pytest.mark.requires_capability("dtype.bf16")
+def test_bf16_runs_on_cpus_too(device):
+    pass
+
+@pytest.mark.requires_capability("dtype.fp8_e4m3fn", native=True)
+def test_native_fp8(device):
+    pass
+
+@pytest.mark.requires_devices(2)
+def test_two_devices(device):
+    pass
+
+@pytest.mark.hardware("nvidia")
+def test_vendor():
+    pass
+
+@pytest.mark.hardware("generic")
+@pytest.mark.requires_capability("runtime.graphs")
+def test_declared_beats_inferred(device):
+    pass
+
+class TestPytorchStyle(unittest.TestCase):
+    hw_classification = "ACCELERATOR"   # PyTorch's enum name, or the enum itself
+
+    def test_method(self):
+        pass
+"""
+
+CLASSES = {
+    "test_plain": "generic", "test_plain_device[cpu]": "generic",
+    "test_needs_graphs[cpu]": "accelerator", "test_bf16_runs_on_cpus_too[cpu]": "generic",
+    "test_native_fp8[cpu]": "accelerator", "test_two_devices[cpu]": "accelerator",
+    "test_vendor": "nvidia", "test_declared_beats_inferred[cpu]": "generic",
+    "test_method": "accelerator",
+}
+
+
+def _by_test(report: Path) -> dict[str, str]:
+    data = json.loads(report.read_text())
+    return {t["nodeid"].split("::")[-1]: t["hardware"] for t in data["tests"]}
+
+
+def test_classes_are_declared_or_inferred_and_counted(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    pytester.makepyfile(SUITE)
+    report = tmp_path / "report.json"
+    result = pytester.runpytest("--devcaps-devices=cpu", f"--devcaps-json={report}")
+    counts = Counter(CLASSES.values())
+    result.stdout.fnmatch_lines([
+        f"devcaps: hardware classes: generic {counts['generic']}, accelerator "
+        f"{counts['accelerator']}, nvidia 1 (6 without a declared class)"])
+    assert _by_test(report) == CLASSES
+    assert json.loads(report.read_text())["hardware"] == dict(counts)
+
+
+@pytest.mark.parametrize("how", ["option", "env", "ini"])
+def test_selection_deselects_the_other_classes(pytester: pytest.Pytester, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    pytester.makepyfile(SUITE)
+    args = ["--devcaps-devices=cpu", "--devcaps-set=runtime.graphs=native",
+            "--devcaps-set=runtime.streams=native", "--devcaps-set=runtime.events=native",
+            "--devcaps-set=dtype.fp8_e4m3fn=native"]
+    if how == "option":
+        args.append("--devcaps-hardware=accelerator,NVIDIA")
+    elif how == "env":
+        monkeypatch.setenv("PYTEST_DEVCAPS_HARDWARE", "accelerator,nvidia")
+    else:
+        pytester.makeini("[pytest]\ndevcaps_hardware = accelerator, nvidia\n")
+    report = tmp_path / "report.json"
+    result = pytester.runpytest(*args, f"--devcaps-json={report}")
+    result.assert_outcomes(passed=4, skipped=1, deselected=4)  # two_devices skips: one CPU
+    result.stdout.fnmatch_lines(["devcaps: hardware classes: *; selected accelerator, nvidia (*), "
+                                 "4 deselected"])
+    assert set(_by_test(report).values()) == {"accelerator", "nvidia"}
+    assert json.loads(report.read_text())["hardware_selection"] == ["accelerator", "nvidia"]
+
+
+def test_a_misspelled_class_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(SUITE)
+    result = pytester.runpytest("--devcaps-hardware=generic,acclerator")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--devcaps-hardware: unknown hardware class 'acclerator' "
+                                 "(did you mean 'accelerator'?)*"])
+
+
+def test_a_misspelled_mark_fails_collection(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_function="""
+        import pytest
+
+        @pytest.mark.hardware("nvidai")
+        def test_function():
+            pass
+        """,
+        test_testcase="""
+        import unittest
+
+        class TestCase(unittest.TestCase):
+            hw_classification = "acelerator"
+
+            def test_method(self):
+                pass
+        """,
+    )
+    # The function's mark fails its module's collection; a TestCase method (never passed
+    # through pytest_generate_tests) fails at setup.
+    result = pytester.runpytest("--continue-on-collection-errors")
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines_random([
+        "*test_function*hardware: unknown hardware class 'nvidai' (did you mean 'nvidia'?)*",
+        "*TestCase::test_method: hardware: unknown hardware class 'acelerator' "
+        "(did you mean 'accelerator'?)*"])

@@ -1,0 +1,100 @@
+"""The lint's rule table and gate reading: every capability it names exists, and each gate
+condition reads as the requirement PyTorch's own definitions give it (common_cuda.py:
+PLATFORM_SUPPORTS_FP8 is sm_89/sm_90+, flash attention sm_80+, MX GEMM sm_100+)."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from pytest_devcaps.config import load_catalogue
+from pytest_devcaps.lint import rules
+from pytest_devcaps.lint.gates import FixedUses, classify, generic_atom, need_for
+from pytest_devcaps.lint.model import Need
+
+
+def test_every_capability_in_the_table_exists_in_the_catalogue() -> None:
+    names = rules.capability_names()
+    assert {"dtype.fp8_e4m3fn", "mm.scaled", "mm.scaled_rowwise", "attention.flash", "dist.nccl",
+            "runtime.memory_stats", "runtime.pinned_memory"} <= names  # the walk sees the table
+    missing = names - set(load_catalogue().capabilities)
+    assert not missing, f"the rule table names capabilities the catalogue lacks: {sorted(missing)}"
+
+
+def test_every_rule_code_is_documented() -> None:
+    used = {g.code for g in (*rules.GATE_NAMES.values(), *rules.GATE_CALLS.values(),
+                             *(d.gate for d in rules.DECORATORS.values()))}
+    used |= {c.code for c in rules.CUDA_CALLS.values()}
+    assert used <= set(rules.RULES)
+    assert sorted(rules.RULES) == [f"DC{n:03d}" for n in range(len(rules.RULES))]
+
+
+def _run_need(condition: str, used: tuple[str, ...] = (), skip: bool = True) -> Need:
+    """What a test gated by ``skipIf(condition)`` (or ``skipUnless`` when not ``skip``) needs."""
+    uses = FixedUses(frozenset(used))
+    expr = ast.parse(condition, mode="eval").body
+    return need_for(expr, not skip, lambda e: classify(e, uses, in_condition=True) or generic_atom(e))
+
+
+@pytest.mark.parametrize(("condition", "used", "marks"), [
+    ("not TEST_CUDA", (), ()),
+    ("torch.cuda.is_available() and not is_sm_at_least_89()", ("_scaled_mm",),
+     ('pytest.mark.requires_capability("mm.scaled")',)),
+    ("not SM90OrLater", ("PerRow", "_scaled_mm"), ('pytest.mark.requires_capability("mm.scaled_rowwise")',)),
+    ("not SM89OrLater", (), ('pytest.mark.requires_capability("dtype.fp8_e4m3fn")',)),
+    ("not PLATFORM_SUPPORTS_FP8", ("float8_e4m3fnuz",),
+     ('pytest.mark.requires_capability(any_of=["dtype.fp8_e4m3fn", "dtype.fp8_e4m3fnuz"])',)),
+    ("not PLATFORM_SUPPORTS_FUSED_ATTENTION", (),
+     ('pytest.mark.requires_capability(any_of=["attention.flash", "attention.mem_efficient", '
+      '"attention.cudnn"])',)),
+    ("torch.cuda.device_count() < 2", (), ("pytest.mark.requires_devices(2)",)),
+    ("not (SM80OrLater and TEST_MULTIGPU)", ("bfloat16",),
+     ('pytest.mark.requires_capability("dtype.bf16")', "pytest.mark.requires_devices(2)")),
+    ("torch.cuda.get_device_capability()[0] < 9", ("_scaled_mm",),
+     ('pytest.mark.requires_capability("mm.scaled")',)),
+    ("not torch.accelerator.is_available() or not SM89OrLater", (),
+     ('pytest.mark.requires_capability("dtype.fp8_e4m3fn")',)),
+    ("not PLATFORM_SUPPORTS_FLASH_ATTENTION", (), ('pytest.mark.requires_capability("attention.flash")',)),
+    ("not torch.cuda.is_bf16_supported()", (), ('pytest.mark.requires_capability("dtype.bf16")',)),
+    # PyTorch's common_cuda: PLATFORM_SUPPORTS_MX_GEMM / *_GROUPED_GEMM; Blackwell gates by use.
+    ("not PLATFORM_SUPPORTS_MX_GEMM", (), ('pytest.mark.requires_capability("mm.scaled_mx")',)),
+    ("not PLATFORM_SUPPORTS_MXFP8_GROUPED_GEMM", (),
+     ('pytest.mark.requires_capability("mm.grouped", "mm.scaled_mx")',)),
+    ("not SM100OrLater", ("to_mx",), ('pytest.mark.requires_capability("mm.scaled_mx")',)),
+    ("not SM100OrLater", ("_grouped_mm",), ('pytest.mark.requires_capability("mm.grouped")',)),
+])
+def test_gate_conditions_read_as_marks(condition: str, used: tuple[str, ...], marks: tuple[str, ...]) -> None:
+    need = _run_need(condition, used)
+    assert need.convertible, need.blockers
+    assert need.render() == marks
+
+
+def test_skip_unless_reads_the_other_way() -> None:
+    need = _run_need("torch.cuda.get_device_capability() >= (8, 9)", skip=False)
+    assert need.render() == ('pytest.mark.requires_capability("dtype.fp8_e4m3fn")',)
+
+
+@pytest.mark.parametrize(("condition", "why"), [
+    ("not SM100OrLater", "gates Blackwell features"),
+    ("TEST_WITH_ROCM", "no mark expresses an exclusion"),
+    ("not torch.cuda.is_available() or IS_WINDOWS", "'IS_WINDOWS' is not a device condition"),
+    ("not (is_sm_at_least_89() or is_MI300())", "no single mark"),
+    ("torch.cuda.device_count() > 2", "bounded GPU count"),
+    ("not PLATFORM_SUPPORTS_GREEN_CONTEXT", "no capability for it yet"),
+    ("not has_cuda_fp8_kernels()", "cannot read"),
+])
+def test_gates_without_a_mark_say_why(condition: str, why: str) -> None:
+    need = _run_need(condition)
+    assert not need.convertible
+    assert any(why in blocker for blocker in need.blockers), need.blockers
+
+
+def test_need_renders_every_mark_kind() -> None:
+    need = Need(capabilities=("dtype.bf16",), any_of=(("attention.flash", "attention.cudnn"),),
+                devices=2, memory="40GB")
+    assert need.render() == (
+        'pytest.mark.requires_capability("dtype.bf16", any_of=["attention.flash", "attention.cudnn"])',
+        "pytest.mark.requires_devices(2)",
+        'pytest.mark.requires_memory("40GB")',
+    )
