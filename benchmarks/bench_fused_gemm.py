@@ -31,6 +31,7 @@ numerics against a float64 reference.
     python benchmarks/bench_fused_gemm.py --runs 2 --repeat 5
     python benchmarks/bench_fused_gemm.py --shapes 512x512x512,3000x3000x333:g60 --no-inductor
     python benchmarks/bench_fused_gemm.py --gpu-sweep
+    python benchmarks/bench_fused_gemm.py --split-study 512x512x512,1024x512x512,1024x1024x512
 """
 
 from __future__ import annotations
@@ -260,6 +261,44 @@ def _time_fp8_shape(shape: Shape, device: torch.device, repeat: int, min_seconds
     return time_interleaved(fns, device, repeat, min_seconds=min_seconds)
 
 
+# -- block split study (CPU) -------------------------------------------------------------------
+
+def _with_rows(rows: Callable[[int], int], call: Callable[[], object]) -> Callable[[], object]:
+    """``call`` with devcaps_kernels.cpu.block_rows forced to ``rows(m)`` (benchmark-only)."""
+    import devcaps_kernels.cpu as cpu_backend
+
+    def run() -> object:
+        default = cpu_backend.block_rows
+        cpu_backend.block_rows = lambda m, n, workers: rows(m)
+        try:
+            return call()
+        finally:
+            cpu_backend.block_rows = default
+    return run
+
+
+def split_study(shapes: list[Shape], device: torch.device, runs: int, min_seconds: float) -> str:
+    """The CPU path's split rule on small problems: one block on the calling thread (torch's
+    threads) against two blocks on the worker pool, with inductor and bare as yardsticks."""
+    lines = [f"block split study: fused as one block vs two pooled blocks, best of >= 5 rounds (>= {min_seconds} s)",
+             f"{'M x N x K':>19} {'run':>3} {'default':>8} {'1 block':>8} {'2 blocks':>8} {'inductor':>8} {'bare':>7}"
+             f" {'1/2':>5} {'1/ind':>6} {'2/ind':>6}"]
+    print("\n".join(lines), flush=True)
+    for shape in shapes:
+        case = build_cpu_case(shape, device, inductor=True)
+        fused = case.fns["fused"]
+        fns = {"default": fused, "one": _with_rows(lambda m: m, fused),
+               "two": _with_rows(lambda m: -(-m // 2), fused), "inductor": case.fns["inductor"],
+               "bare": case.fns["bare"]}
+        for run in range(runs):
+            t = time_interleaved(fns, device, 5, min_seconds=min_seconds)
+            lines.append(f"{str(shape):>19} {run + 1:>3} {t['default']:8.3f} {t['one']:8.3f} {t['two']:8.3f} "
+                         f"{t['inductor']:8.3f} {t['bare']:7.3f} {t['one'] / t['two']:5.2f} "
+                         f"{t['one'] / t['inductor']:6.2f} {t['two'] / t['inductor']:6.2f}")
+            print(lines[-1], flush=True)
+    return "\n".join(lines)
+
+
 # -- GPU sweep ---------------------------------------------------------------------------------
 
 def _scaled_eager(a, b, sa, sb, bias, group):
@@ -350,6 +389,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--device", default=None, help="torch device (default: the accelerator, else cpu)")
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads on CPU")
     parser.add_argument("--gpu-sweep", action="store_true", help="the fp8 K sweep of .ci/gpu-check")
+    parser.add_argument("--split-study", default="", help="CPU: one block vs two pooled blocks on these shapes")
     parser.add_argument("--sweep-mn", default="8192x8192", help="M x N of the GPU sweep")
     parser.add_argument("--ks", default="256,512,1024,2048,4096,8192", help="K values of the GPU sweep")
     return parser.parse_args(argv)
@@ -396,6 +436,13 @@ def main(argv: list[str] | None = None) -> int:
         if name is not None:
             print(f"device model: {name(device)}")
         gpu_sweep(device, m, n, [int(k) for k in args.ks.split(",")], args.repeat)
+        return 0
+    if args.split_study:
+        _allow_one_compile_per_shape(8)
+        print(f"{time.strftime('%Y-%m-%d %H:%M')}, torch {torch.__version__}, {cpu_name()}, "
+              f"{torch.get_num_threads()} threads, load average {load_average()}", flush=True)
+        split_study([Shape.parse(s) for s in args.split_study.split(",")], device, args.runs, args.min_seconds)
+        print(f"load average after: {load_average()}")
         return 0
     run_cpu_tables(args, device)
     return 0
