@@ -49,22 +49,47 @@ def _device_key(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def device(request: pytest.FixtureRequest) -> torch.device:
+def device() -> torch.device:
     """The ``torch.device`` this test instance runs on; tests are instantiated once per selected
     device type (ids ``[cpu]``, ``[cuda]``...). Select with ``--devcaps-devices`` / ``--devcaps-except``.
-    A project's own ``device`` fixture replaces this one (and is not parametrized by devcaps)."""
-    import torch
-
-    return torch.device(_device_key(request))
+    A project's own ``device`` fixture replaces this one (and is not parametrized by devcaps).
+    Set up by the plugin's ``pytest_fixture_setup`` (``device_value``)."""
+    raise AssertionError("pytest-devcaps: the device fixture is set up by the plugin's "
+                         "pytest_fixture_setup (is pytest_devcaps.plugin registered?)")
 
 
 @pytest.fixture
-def devcaps_device(request: pytest.FixtureRequest) -> torch.device:
+def devcaps_device() -> torch.device:
     """``device`` under a name no project fixture takes: parametrized per selected device even
     where the project defines its own ``device``."""
-    import torch
+    raise AssertionError("pytest-devcaps: the devcaps_device fixture is set up by the plugin's "
+                         "pytest_fixture_setup (is pytest_devcaps.plugin registered?)")
 
-    return torch.device(_device_key(request))
+
+_DEVICES: dict[str, torch.device] = {}
+
+
+def device_value(request: pytest.FixtureRequest) -> torch.device:
+    """What the ``device`` / ``devcaps_device`` fixtures give ``request``: its parameter, else
+    the primary device.
+
+    The plugin's ``pytest_fixture_setup`` calls this instead of the fixture functions, so they
+    need no ``request`` argument: pytest builds a fixture definition for ``request`` each time a
+    fixture asks for it (three times per test), the largest part of what a parametrized
+    ``device`` used to cost per test."""
+    key = _device_key(request)
+    if key not in _DEVICES:
+        import torch
+
+        _DEVICES[key] = torch.device(key)  # immutable: one object per key
+    return _DEVICES[key]
+
+
+def is_device_fixture(function: object) -> bool:
+    """Whether ``function`` is this module's ``device`` or ``devcaps_device`` fixture (not a
+    project's own)."""
+    return getattr(function, "__module__", None) == __name__ and \
+        getattr(function, "__name__", None) in DEVICE_NAMES
 
 
 @pytest.fixture

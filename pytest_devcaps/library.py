@@ -9,14 +9,17 @@ probe cache).
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, Union
 
 if TYPE_CHECKING:
     import torch
 
     from pytest_devcaps.registry import CapabilityRegistry
 
-_installed: list[CapabilityRegistry] = []
+RegistrySource = Union["CapabilityRegistry", Callable[[], "CapabilityRegistry"]]
+"""A registry, or what builds one on first use (a pytest session's, which is built lazily)."""
+
+_installed: list[RegistrySource] = []
 
 
 @functools.lru_cache(maxsize=1)
@@ -26,22 +29,26 @@ def _built_default() -> CapabilityRegistry:
     return build_registry()
 
 
-def install_default_registry(registry: CapabilityRegistry) -> None:
-    """Make ``registry`` what :func:`default_registry` returns until it is uninstalled.
+def install_default_registry(registry: RegistrySource) -> None:
+    """Make ``registry`` what :func:`default_registry` returns until it is uninstalled; a
+    callable is called when library code first asks (a session builds its registry on first need).
 
     Nested sessions (pytester) stack.
     """
     _installed.append(registry)
 
 
-def uninstall_default_registry(registry: CapabilityRegistry) -> None:
+def uninstall_default_registry(registry: RegistrySource) -> None:
     if registry in _installed:
         _installed.remove(registry)
 
 
 def default_registry() -> CapabilityRegistry:
     """The process-wide registry library code consults."""
-    return _installed[-1] if _installed else _built_default()
+    if not _installed:
+        return _built_default()
+    source = _installed[-1]
+    return source() if callable(source) else source
 
 
 def device_has(device: str | torch.device, capability: str, *, native: bool = False) -> bool:

@@ -16,7 +16,12 @@ import pytest
 from pytest_devcaps.errors import ConfigError
 from pytest_devcaps.files import replace_refusal
 from pytest_devcaps.registry import CapabilitySetting, RegistryOptions
-from pytest_devcaps.registry.options import DEFAULT_PROBE_TIMEOUT, check_probe_timeout
+from pytest_devcaps.registry.options import (
+    DEFAULT_PROBE_TIMEOUT,
+    MAX_PROBE_TIMEOUT,
+    check_probe_timeout,
+    parse_seconds,
+)
 
 ENV_DEVICES = "PYTEST_DEVCAPS_DEVICES"
 ENV_EXCEPT = "PYTEST_DEVCAPS_EXCEPT"
@@ -24,6 +29,8 @@ ENV_OVERRIDES = "PYTEST_DEVCAPS_OVERRIDES"
 ENV_PROFILE = "PYTEST_DEVCAPS_PROFILE"
 ENV_REQUIRE = "PYTEST_DEVCAPS_REQUIRE"
 ENV_PROBE_TIMEOUT = "PYTEST_DEVCAPS_PROBE_TIMEOUT"
+DEFAULT_RANK_TIMEOUT = 300.0
+"""Seconds the ranks of a launched world wait for each other (collection, results)."""
 ENV_HARDWARE = "PYTEST_DEVCAPS_HARDWARE"
 
 DEVICES_HELP = ("comma-separated device types to run device tests on, each present here "
@@ -56,7 +63,13 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--devcaps-probe-timeout", dest="devcaps_probe_timeout", metavar="SECONDS",
                     help=TIMEOUT_HELP)
     group.addoption("--devcaps-pin-workers", dest="devcaps_pin_workers", action="store_true",
-                    help="under xdist, pin worker i to accelerator i mod count")
+                    help="under xdist, give each worker its own slice of the accelerators (through "
+                         "the backend's visible-devices variable)")
+    group.addoption("--devcaps-all-ranks", dest="devcaps_all_ranks", action="store_true",
+                    help="under torchrun, every rank prints its terminal output (default: rank 0)")
+    group.addoption("--devcaps-rank-timeout", dest="devcaps_rank_timeout", metavar="SECONDS",
+                    help="under torchrun, how long a rank waits for the others at collection and "
+                         "at the end of the session (default 300)")
     parser.addini("devcaps_devices", DEVICES_HELP, type="string", default="")
     parser.addini("devcaps_except", EXCEPT_HELP, type="string", default="")
     parser.addini("devcaps_overrides", OVERRIDES_HELP + " (relative to the ini file)", type="paths",
@@ -93,8 +106,28 @@ class DevcapsSettings:
     probe_timeout: Setting
     pin_workers: bool
     hardware: Setting = Setting((), "default")
+    all_ranks: bool = False
+    rank_timeout: float = 300.0  # DEFAULT_RANK_TIMEOUT
+
+    def given(self) -> list[str]:
+        """Where each devcaps setting that is not a default came from (empty for a session that
+        sets none): such a session builds its registry at configure time, so a bad value is a
+        usage error before collection and the report header comes first."""
+        layered = [self.devices, self.except_, self.require, self.profile]
+        found = [s.source for s in layered if s.value]
+        if self.overrides.value:
+            found.append(self.overrides.source)
+        if self.probe_timeout.source != "default":
+            found.append(self.probe_timeout.source)
+        if self.hardware.value:
+            found.append(self.hardware.source)
+        flags = {"--devcaps-set": bool(self.capability_settings), "--devcaps-json": bool(self.json_path),
+                 "--devcaps-reprobe": self.reprobe, "--devcaps-pin-workers": self.pin_workers}
+        return found + [flag for flag, on in flags.items() if on]
 
     def registry_options(self) -> RegistryOptions:
+        from pytest_devcaps.registry.options import RegistryOptions
+
         return RegistryOptions(
             overrides=tuple(str(p) for p in self.overrides.value),
             settings=self.capability_settings,
@@ -145,6 +178,12 @@ def _json_path(text: str | None) -> str | None:
     if refusal:
         raise ConfigError(refusal, file="--devcaps-json")
     return text
+
+
+def _rank_timeout(text: str | None) -> float:
+    if text in (None, ""):
+        return DEFAULT_RANK_TIMEOUT
+    return parse_seconds(text, "--devcaps-rank-timeout", maximum=MAX_PROBE_TIMEOUT)
 
 
 def _layered(config: pytest.Config, option: str, env: str, ini: str) -> Setting:
@@ -199,6 +238,8 @@ def resolve_settings(config: pytest.Config) -> DevcapsSettings:
         probe_timeout=Setting(timeout_value, timeout.source),
         pin_workers=bool(config.getoption("devcaps_pin_workers")),
         hardware=_hardware(config),
+        all_ranks=bool(config.getoption("devcaps_all_ranks")),
+        rank_timeout=_rank_timeout(config.getoption("devcaps_rank_timeout")),
     )
 
 

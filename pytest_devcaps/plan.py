@@ -10,7 +10,6 @@ the test loop that plans instead of running, and the plan's text (its JSON is
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 from typing import Any, Generator
 
 import pytest
@@ -53,9 +52,11 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
     if tr is not None:
         write_plan(tr, state, plan)
     if state.settings.json_path:
-        from pytest_devcaps.reporting import write_json_report
+        from pytest_devcaps.reporting import json_report_path, write_json_report
 
-        write_json_report(Path(state.settings.json_path), state, plan, exitstatus=0, mode="plan")
+        path = json_report_path(state)
+        if path is not None:
+            write_json_report(path, state, plan, exitstatus=0, mode="plan")
     return True
 
 

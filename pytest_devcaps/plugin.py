@@ -1,6 +1,6 @@
-"""pytest entry point (``pytest11: devcaps``): options, the session's registry and devices at
-configure time, ``device`` / ``dtype`` parametrization, capability marks evaluated at collection
-and turned into skips (or ``--devcaps-require`` failures) at setup.
+"""pytest entry point (``pytest11: devcaps``): options, the session's registry and devices on
+first need (``state``), ``device`` / ``dtype`` parametrization, capability marks evaluated at
+collection and turned into skips (or ``--devcaps-require`` failures) at setup.
 
 The fixtures are in ``fixtures``, reports in ``reporting``, plan mode (``--devcaps-profile``) in
 ``plan``, the xdist controller/worker handshake in ``xdist_hooks``. Importing it imports no torch.
@@ -8,7 +8,8 @@ The fixtures are in ``fixtures``, reports in ``reporting``, plan mode (``--devca
 
 from __future__ import annotations
 
-from typing import Any, Generator, Sequence
+import os
+from typing import TYPE_CHECKING, Any, Generator, Sequence
 
 import pytest
 
@@ -23,16 +24,37 @@ from pytest_devcaps.fixtures import (  # noqa: F401  (fixtures are found by name
     device_runtime,
     device_type,
     devices,
+    device_value,
     dist_backend,
     dtype,
+    is_device_fixture,
     item_device,
     tolerances,
 )
-from pytest_devcaps.options import KNOWN_DEVICE_TYPES, add_options, resolve_settings
+from pytest_devcaps.options import KNOWN_DEVICE_TYPES, DevcapsSettings, add_options, resolve_settings
 from pytest_devcaps.require import check_required, skip_unless_required
-from pytest_devcaps.state import EVALUATION_KEY, STATE_KEY, SessionState, session_state
+from pytest_devcaps.state import (
+    EVALUATION_KEY,
+    STATE_KEY,
+    RegistryUnavailable,
+    Selection,
+    SessionState,
+    session_state,
+)
 
-pytest_plugins = ["pytest_devcaps.plan"]  # plan mode, with its pytest_cmdline_main hook
+if TYPE_CHECKING:
+    from pytest_devcaps.registry import CapabilityRegistry
+
+def _launched() -> bool:
+    """RANK and WORLD_SIZE are set: a launcher (torchrun) started this session as one rank."""
+    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
+
+
+pytest_plugins = [
+    "pytest_devcaps.plan",  # plan mode, with its pytest_cmdline_main hook
+    # ranks of a launched world (torchrun) run as one; only imported under a launcher
+    *(["pytest_devcaps.torchrun"] if _launched() else []),
+]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -51,29 +73,70 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", line)
     try:
         settings = resolve_settings(config)
-        from pytest_devcaps.library import install_default_registry
-        from pytest_devcaps.registry import build_registry, registry_from_snapshot
+        if settings.json_path:
+            from pytest_devcaps.ranks import check_report_path
 
-        snapshot = xdist_hooks.worker_snapshot(config)
-        if snapshot is not None:
-            registry = registry_from_snapshot(snapshot, config.hook)
-        else:
-            with configwarnings.reissued(config):
-                registry = build_registry(settings.registry_options(), hook=config.hook)
+            check_report_path(settings.json_path)
+    except DevcapsError as exc:
+        raise pytest.UsageError(f"pytest-devcaps: {exc}") from None
+    xdist_hooks.apply_worker_environment(config)  # before anything initialises a device here
+    state = SessionState(settings, lambda: _select(config, settings),
+                         is_worker=xdist_hooks.is_worker(config))
+    config.stash[STATE_KEY] = state
+    from pytest_devcaps.library import install_default_registry
+
+    install_default_registry(state.get_registry)
+    if _launched():
+        from pytest_devcaps import torchrun  # registered through pytest_plugins
+
+        torchrun.receive_seed(config)
+    if settings.given() and not state.is_worker:
+        try:  # an option asks for devcaps: build now (usage errors, the header first)
+            state.selection
+        except RegistryUnavailable as exc:
+            raise pytest.UsageError(str(exc)) from None
+    _register_optional_plugins(config)
+
+
+def _select(config: pytest.Config, settings: DevcapsSettings) -> Selection:
+    """Build (or receive) the session's registry and choose its devices: on first need."""
+    launch = None
+    if _launched():
+        from pytest_devcaps import torchrun
+
+        launch = torchrun.active(config)
+    index = launch.local_rank if launch is not None else xdist_hooks.pinned_index(config)
+    try:
+        registry = xdist_hooks.session_registry(config, lambda: _build(config, settings))
         check_required(settings.require, registry.catalogue)
-        worker = xdist_hooks.worker_number(config) if settings.pin_workers else None
-        selected = select_devices(registry, settings, worker)
+        selected = select_devices(registry, settings, index)
     except DevcapsError as exc:
         raise pytest.UsageError(f"pytest-devcaps: {exc}") from None
     primary = next((key for key in selected if not key.startswith("cpu")), None)
     if primary is None:
         primary = selected[0] if selected else registry.primary_device.key
-    config.stash[STATE_KEY] = SessionState(settings, registry, selected, primary,
-                                           is_worker=xdist_hooks.is_worker(config))
-    install_default_registry(registry)
-    if settings.pin_workers:
-        xdist_hooks.pin_worker(config, primary)
-    _register_optional_plugins(config)
+    if index is not None and not primary.startswith("cpu"):
+        _make_current(primary, f"rank {launch.rank}" if launch else "this xdist worker")
+    return Selection(registry, selected, primary)
+
+
+def _build(config: pytest.Config, settings: DevcapsSettings) -> CapabilityRegistry:
+    from pytest_devcaps.registry import build_registry
+
+    with configwarnings.reissued(config):  # warnings go through pytest (configwarnings)
+        return build_registry(settings.registry_options(), hook=config.hook)
+
+
+def _make_current(device: str, who: str) -> None:
+    """Make the device a rank or pinned worker owns the current one (device backends bind
+    process groups and default allocations to it)."""
+    from pytest_devcaps import runtime
+
+    try:
+        runtime.set_device(device)
+    except Exception as exc:
+        raise pytest.UsageError(f"pytest-devcaps: could not make {device} current in {who}: "
+                                f"{type(exc).__name__}: {exc}") from None
 
 
 def _register_optional_plugins(config: pytest.Config) -> None:
@@ -84,7 +147,14 @@ def _register_optional_plugins(config: pytest.Config) -> None:
 
     config.pluginmanager.register(SuiteHooks(config), "devcaps-suites")
     if config.pluginmanager.hasplugin("xdist"):
-        config.pluginmanager.register(xdist_hooks.XdistHooks(config), "devcaps-xdist")
+        hooks = xdist_hooks.XdistHooks(config)
+        state = session_state(config)
+        if state.settings.pin_workers and not state.is_worker and getattr(config.option, "tx", None):
+            try:
+                hooks.plans = xdist_hooks.plan_partition(config, state.registry)
+            except DevcapsError as exc:
+                raise pytest.UsageError(f"pytest-devcaps: {exc}") from None
+        config.pluginmanager.register(hooks, "devcaps-xdist")
     try:
         from pytest_devcaps.distributed import fixture as distributed_fixture
     except ImportError:
@@ -97,12 +167,13 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if STATE_KEY in config.stash:
         from pytest_devcaps.library import uninstall_default_registry
 
-        uninstall_default_registry(config.stash[STATE_KEY].registry)
+        uninstall_default_registry(config.stash[STATE_KEY].get_registry)
 
 
 def select_devices(registry: Any, settings: Any, worker: int | None = None) -> list[str]:
     """Device keys the ``device`` fixture is parametrized over: the first device of each type, or
-    in xdist worker number ``worker`` (``--devcaps-pin-workers``) device ``worker mod count``.
+    device ``worker mod count`` where a rank or worker owns one (``LOCAL_RANK`` under torchrun;
+    the worker number in an xdist worker pinned with ``set_device``).
 
     A type named in ``--devcaps-devices`` must be present (naming it says the run expects it;
     leaving the option unset means every type present), and the selection must not be empty:
@@ -143,23 +214,45 @@ def _devcaps_marks(node: pytest.Item) -> list[pytest.Mark]:
     return [m for m in node.iter_markers() if m.name in _markers.SIGNATURES]
 
 
-def _validate_marks(node: pytest.Item, registry: Any, fixturenames: Sequence[str] | None) -> None:
-    """Check the devcaps marks ``node`` sees; the test's own marks must also have the fixture
-    they parametrize (a module's ``pytestmark = dtypes(...)`` serves only its dtype tests)."""
+def _validate_marks(node: pytest.Item, registry: Any, fixturenames: Sequence[str] | None,
+                    marks: list[pytest.Mark] | None = None) -> None:
+    """Check the devcaps marks ``node`` sees (``marks``, when the caller has them already); the
+    test's own marks must also have the fixture they parametrize (a module's
+    ``pytestmark = dtypes(...)`` serves only its dtype tests)."""
     own = [m for m in node.own_markers if m.name in _markers.SIGNATURES]
-    _markers.validate_marks([m for m in _devcaps_marks(node) if m not in own], registry)
+    seen = _devcaps_marks(node) if marks is None else marks
+    _markers.validate_marks([m for m in seen if m not in own], registry)
     _markers.validate_marks(own, registry, fixturenames)
 
 
+VALIDATED_KEY = pytest.StashKey[dict[tuple[str, str], tuple[pytest.Mark, ...]]]()
+"""The marks each test function's definition had when ``pytest_generate_tests`` checked them:
+its items, which carry the same marks, need not be checked again (a cost per test)."""
+
+
+def _definition_key(node: pytest.Item) -> tuple[str, str]:
+    parent = node.parent
+    return (parent.nodeid if parent is not None else "", getattr(node, "originalname", node.name))
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    marks = _devcaps_marks(metafunc.definition)
+    if not marks and not any(name in metafunc.fixturenames for name in parametrize.DEVICE_NAMES):
+        return  # this test does not use devcaps: nothing is built for it
     state = session_state(metafunc.config)
+    try:
+        registry = state.registry
+    except RegistryUnavailable:
+        return  # pytest_collection_modifyitems reports it, once
     problem = None
     try:
-        _validate_marks(metafunc.definition, state.registry, metafunc.fixturenames)
+        _validate_marks(metafunc.definition, registry, metafunc.fixturenames, marks)
     except DevcapsError as exc:
         problem = str(exc)
     if problem is not None:  # failing outside the handler keeps the exception chain out
         pytest.fail(f"{metafunc.definition.nodeid}: {problem}", pytrace=False)
+    validated = metafunc.config.stash.setdefault(VALIDATED_KEY, {})
+    validated[_definition_key(metafunc.definition)] = tuple(marks)
     parametrize.parametrize(metafunc, state)
 
 
@@ -170,17 +263,23 @@ MARK_PROBLEM_KEY = pytest.StashKey[str]()
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     state = session_state(config)
+    if state.failure is not None:
+        raise pytest.UsageError(state.failure)
     for item in items:
         marks = _devcaps_marks(item)
+        callspec = getattr(item, "callspec", None)
+        uses_device = parametrize.callspec_param(callspec, parametrize.DEVICE_NAMES) is not None
+        dtype_param = parametrize.callspec_param(callspec, parametrize.DTYPE_NAMES)
+        if not marks and not uses_device and dtype_param is None:
+            continue  # this test does not use devcaps (and builds nothing)
+        checked = config.stash.get(VALIDATED_KEY, {}).get(_definition_key(item))
         try:
-            _validate_marks(item, state.registry, getattr(item, "fixturenames", None))
+            if checked != tuple(marks):  # not checked at collection, or marks added since
+                _validate_marks(item, state.registry, getattr(item, "fixturenames", None), marks)
         except DevcapsError as exc:
             item.stash[MARK_PROBLEM_KEY] = str(exc)
             continue
         marks = [m for m in marks if m.name != "dtypes"]
-        callspec = getattr(item, "callspec", None)
-        uses_device = parametrize.callspec_param(callspec, parametrize.DEVICE_NAMES) is not None
-        dtype_param = parametrize.callspec_param(callspec, parametrize.DTYPE_NAMES)
         if not marks and not uses_device and dtype_param is None:
             continue
         evaluation = _markers.evaluate(marks, state.registry, item_device(item), dtype_param)
@@ -188,6 +287,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.user_properties.append(("devcaps_device", evaluation.device))
         if evaluation.required:
             item.user_properties.append(("devcaps_requires", ",".join(evaluation.required)))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest) -> Any:
+    """Set up our ``device`` fixture from its parameter without the fixture function (see
+    ``fixtures.device_value``); caches the value or the error as pytest's own setup does
+    (``_pytest/fixtures.py`` ``pytest_fixture_setup``)."""
+    if fixturedef.argname not in parametrize.DEVICE_NAMES or not is_device_fixture(fixturedef.func):
+        return None
+    key = fixturedef.cache_key(request)  # type: ignore[arg-type]
+    try:
+        value = device_value(request)
+    except Exception as exc:
+        fixturedef.cached_result = (None, key, (exc, exc.__traceback__))
+        raise
+    fixturedef.cached_result = (value, key, None)
+    return value
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -217,9 +333,27 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
+HEADER_SHOWN_KEY = pytest.StashKey[bool]()
+
+
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
-    if STATE_KEY not in config.stash:
+    """The devcaps lines, before collection when the registry exists by then (an option asked
+    for it); else after collection (:func:`pytest_report_collectionfinish`), if a test built it."""
+    if STATE_KEY not in config.stash or not session_state(config).built:
         return None
+    return _header(config)
+
+
+def pytest_report_collectionfinish(config: pytest.Config) -> list[str] | None:
+    if STATE_KEY not in config.stash or config.stash.get(HEADER_SHOWN_KEY, False):
+        return None
+    if not session_state(config).built:
+        return None
+    return _header(config)
+
+
+def _header(config: pytest.Config) -> list[str]:
     from pytest_devcaps.reporting import header_lines
 
+    config.stash[HEADER_SHOWN_KEY] = True
     return header_lines(session_state(config), verbose=config.get_verbosity() > 0)

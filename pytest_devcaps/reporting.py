@@ -12,9 +12,7 @@ from typing import Any
 import pytest
 
 from pytest_devcaps.errors import DevcapsError
-from pytest_devcaps.files import write_atomic
 from pytest_devcaps.state import SessionState, session_state
-from pytest_devcaps.table import capability_table, compact_levels, describe_identity, describe_origin
 
 JSON_FORMAT = 2
 """2: outcomes are pytest's terminal categories (xfailed, xpassed), ``teardown``, ``reruns``,
@@ -22,6 +20,13 @@ JSON_FORMAT = 2
 
 
 def header_lines(state: SessionState, *, verbose: bool) -> list[str]:
+    from pytest_devcaps.table import (
+        capability_table,
+        compact_levels,
+        describe_identity,
+        describe_origin,
+    )
+
     registry = state.registry
     lines = [f"devcaps: {len(registry.devices)} device(s), {describe_origin(registry.meta)}; "
              f"device tests run on: {', '.join(state.selected) or 'none'}"]
@@ -81,6 +86,8 @@ class ReportingPlugin:
         self.summary: Counter[str] = Counter()
         self.collection_errors: list[dict[str, str]] = []
         self.started = time.time()
+        self.keep_tests = bool(session_state(config).settings.json_path)
+        """Outcomes are counted only for a JSON report (a cost per test otherwise)."""
 
     def _count(self, report: pytest.TestReport | pytest.CollectReport) -> str:
         status = self.config.hook.pytest_report_teststatus(report=report, config=self.config)
@@ -90,6 +97,8 @@ class ReportingPlugin:
         return category
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if not self.keep_tests:
+            return
         data = report.__dict__.get("devcaps")
         entry = self.tests.setdefault(report.nodeid, {"nodeid": report.nodeid, "outcome": None})
         if isinstance(data, dict):
@@ -100,7 +109,7 @@ class ReportingPlugin:
         record_outcome(entry, report.when, self._count(report))
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        if report.failed:
+        if report.failed and self.keep_tests:
             self._count(report)
             self.collection_errors.append({"nodeid": report.nodeid,
                                            "longrepr": str(report.longrepr)})
@@ -123,8 +132,11 @@ class ReportingPlugin:
         state = session_state(self.config)
         if state.is_worker or not state.settings.json_path or state.settings.profile.value:
             return  # a plan wrote its own report (plan.pytest_runtestloop)
+        path = json_report_path(state)
+        if path is None:
+            return  # another rank of a launched world writes it
         try:
-            write_json_report(Path(state.settings.json_path), state, list(self.tests.values()),
+            write_json_report(path, state, list(self.tests.values()),
                               exitstatus=int(exitstatus), mode="run",
                               outcomes={"summary": dict(self.summary),
                                         "collection_errors": self.collection_errors})
@@ -139,6 +151,17 @@ class ReportingPlugin:
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
 
 
+def json_report_path(state: SessionState) -> Path | None:
+    """``--devcaps-json`` with ``{rank}``, ``{host}``... filled in; None where this rank of a
+    launched world writes none (``ranks.report_path``)."""
+    from pytest_devcaps.ranks import launched_world, report_path
+
+    if not state.settings.json_path:
+        return None
+    path = report_path(state.settings.json_path, launched_world())
+    return None if path is None else Path(path)
+
+
 def hardware_counts(tests: list[dict[str, Any]]) -> dict[str, int]:
     """Tests per hardware class (``generic``, ``accelerator``, a device type or vendor)."""
     return dict(Counter(t["hardware"] for t in tests if t.get("hardware")))
@@ -147,9 +170,14 @@ def hardware_counts(tests: list[dict[str, Any]]) -> dict[str, int]:
 def write_json_report(path: Path, state: SessionState, tests: list[dict[str, Any]], *,
                       exitstatus: int, mode: str, outcomes: dict[str, Any] | None = None) -> None:
     """The report of a run (``outcomes``: ``summary`` counts by terminal category and
-    ``collection_errors``) or of a plan."""
+    ``collection_errors``) or of a plan; every report says where it ran (``rank``,
+    ``world_size``, ``local_rank``, ``host``)."""
+    from pytest_devcaps.files import write_atomic
+    from pytest_devcaps.ranks import launched_world, report_fields
+
     registry = state.registry
     payload = {
+        **report_fields(launched_world()),
         **(outcomes or {}),
         "format": JSON_FORMAT,
         "mode": mode,

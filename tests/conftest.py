@@ -4,6 +4,13 @@ import os
 from pathlib import Path
 
 import pytest
+import torch  # noqa: F401
+import yaml  # noqa: F401
+
+# torch and PyYAML are imported once, here, for the whole session: pytester's in-process runs drop
+# the modules an inner run imported, and importing torch's extension a second time in one process
+# crashes (PyYAML's C loader keeps the first module's classes). The plugin imports both only when
+# a test needs them, so nothing else imports them this early.
 
 pytest_plugins = ["pytester"]
 

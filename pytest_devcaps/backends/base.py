@@ -28,8 +28,8 @@ class BackendAdapter(Protocol):
         """The environment variable that selects visible devices (``CUDA_VISIBLE_DEVICES``...),
         None where the type has none.
 
-        Nothing reads it yet: it is kept in the protocol for partitioning devices across
-        pytest-xdist workers (each worker sees its own slice through this variable).
+        ``--devcaps-pin-workers`` sets it per pytest-xdist worker (``pytest_devcaps.partition``):
+        each worker, and the ranks it spawns, sees its own slice of the devices.
         """
         ...
 

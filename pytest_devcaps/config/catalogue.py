@@ -178,6 +178,9 @@ class Catalogue:
     def check_name(self, name: str) -> CapabilitySpec:
         """The spec of ``name`` or of the capability it is an alias of; raises
         UnknownCapabilityError with the closest valid name (aliases included)."""
+        spec = self.capabilities.get(name) if isinstance(name, str) else None
+        if spec is not None:  # a declared name (never an alias: _check_aliases): no alias table
+            return spec       # to build, which every marker and record lookup would pay for
         try:
             return self.capabilities[self.aliases().get(name, name)]
         except (KeyError, TypeError):

@@ -19,16 +19,41 @@ uses device ``r mod count``; a world larger than the device count skips unless
 
 from __future__ import annotations
 
-from pytest_devcaps.distributed.context import RankContext, rank_device
-from pytest_devcaps.distributed.harness import (
-    AllRanksSkipped,
-    DistributedRunError,
-    WorldOptions,
-    spawn_world,
-)
-from pytest_devcaps.distributed.launcher import LaunchInfo, launched_world
-from pytest_devcaps.distributed.runner import DistributedRunner
-from pytest_devcaps.qualnames import NotImportableError
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pytest_devcaps.distributed.context import RankContext, rank_device
+    from pytest_devcaps.distributed.harness import (
+        AllRanksSkipped,
+        DistributedRunError,
+        WorldOptions,
+        spawn_world,
+    )
+    from pytest_devcaps.distributed.launcher import LaunchInfo, launched_world
+    from pytest_devcaps.distributed.runner import DistributedRunner
+    from pytest_devcaps.qualnames import NotImportableError
+
+_WHERE = {
+    "RankContext": "context", "rank_device": "context",
+    "AllRanksSkipped": "harness", "DistributedRunError": "harness", "WorldOptions": "harness",
+    "spawn_world": "harness",
+    "LaunchInfo": "launcher", "launched_world": "launcher",
+    "DistributedRunner": "runner",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Names are imported on first use: the plugin registers ``distributed.fixture`` in every
+    session, and that must not import torch (PEP 562 module ``__getattr__``)."""
+    if name == "NotImportableError":
+        from pytest_devcaps.qualnames import NotImportableError
+
+        return NotImportableError
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+
 
 __all__ = [
     "AllRanksSkipped",

@@ -1,23 +1,62 @@
-"""The ``distributed`` pytest fixture (registered as a plugin module by pytest_devcaps.plugin)."""
+"""The ``distributed`` pytest fixture (registered as a plugin module by pytest_devcaps.plugin).
+
+Importing it imports no torch: the plugin registers it in every session.
+"""
 
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Any
 
 import pytest
-import torch
 
-from pytest_devcaps.distributed.runner import DistributedRunner
-from pytest_devcaps.registry import DeviceCapabilities
+if TYPE_CHECKING:
+    import torch
+
+    from pytest_devcaps.distributed.runner import DistributedRunner
+    from pytest_devcaps.registry import DeviceCapabilities
+
+WATCHDOG_SHARE = 0.8
+"""The rank watchdog's share of pytest-timeout's timeout: the ranks' stories (tracebacks,
+stacks) arrive before pytest-timeout stops the test."""
 
 
 @pytest.fixture
-def distributed(device: torch.device, dist_backend: str, devcaps: DeviceCapabilities) -> DistributedRunner:
+def distributed(device: torch.device, dist_backend: str, devcaps: DeviceCapabilities,
+                request: pytest.FixtureRequest) -> DistributedRunner:
     """Run a module-level function on N ranks of the test's device: ``distributed.run(fn, *args,
     world_size=2)`` returns each rank's return value. Skips when the device has no
     distributed backend (via ``dist_backend``) or too few devices for the world size;
     ``DEVCAPS_DIST_SHARE_DEVICES=1`` lets several ranks share one accelerator where the backend
-    allows it."""
+    allows it. With pytest-timeout active, the rank watchdog fires before its timeout."""
+    from pytest_devcaps.distributed.harness import DEFAULT_TIMEOUT_S
+    from pytest_devcaps.distributed.runner import DistributedRunner
+
     share = os.environ.get("DEVCAPS_DIST_SHARE_DEVICES", "") not in ("", "0")
+    limit = timeout_of(request.node)
+    watchdog = None if limit is None else min(DEFAULT_TIMEOUT_S, WATCHDOG_SHARE * limit)
     return DistributedRunner(device=device, backend=dist_backend, share_devices=share,
-                             device_count=devcaps.identity.count)
+                             device_count=devcaps.identity.count, timeout_s=watchdog)
+
+
+def timeout_of(item: pytest.Item) -> float | None:
+    """pytest-timeout's timeout for ``item``, as that plugin resolves it: the ``timeout`` marker,
+    else ``--timeout``, ``PYTEST_TIMEOUT``, the ``timeout`` ini key (pytest-timeout 2.4
+    ``_get_item_settings`` / ``get_env_settings``); None when the plugin is not active or the
+    timeout is 0 (off)."""
+    config = item.config
+    if not config.pluginmanager.hasplugin("timeout"):
+        return None
+    marker = item.get_closest_marker("timeout")
+    value: Any = None
+    if marker is not None:
+        value = marker.args[0] if marker.args else marker.kwargs.get("timeout")
+    if value is None:
+        value = config.getoption("timeout", None)
+    if value is None:
+        value = os.environ.get("PYTEST_TIMEOUT") or config.getini("timeout") or None
+    try:
+        seconds = float(value) if value is not None else 0.0
+    except (TypeError, ValueError):
+        return None  # pytest-timeout reports a bad value itself
+    return seconds if seconds > 0 else None

@@ -1,8 +1,10 @@
 """Ranks started by an outside launcher (torchrun): run the body in-process on every rank.
 
-torchrun sets ``RANK``/``WORLD_SIZE``/``LOCAL_RANK`` and ``MASTER_ADDR``/``MASTER_PORT``; each
-rank runs the whole pytest session, so ``distributed.run`` calls the function directly and
-all-gathers the outcomes, giving every rank the same list (and the same pass/fail).
+torchrun sets ``RANK``/``WORLD_SIZE``/``LOCAL_RANK`` and ``MASTER_ADDR``/``MASTER_PORT`` (read by
+``pytest_devcaps.ranks``); each rank runs the whole pytest session, so ``distributed.run`` calls
+the function directly and all-gathers the outcomes, giving every rank the same list (and the
+same pass/fail). The pytest side of a launched session (rank-0 output, the collection check,
+one pytest-randomly seed) is ``pytest_devcaps.torchrun``.
 The process group is created on first use and destroyed at interpreter exit.
 """
 
@@ -12,34 +14,17 @@ import atexit
 import os
 import pickle
 import traceback
-from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
-from pytest_devcaps.distributed.context import RankContext, rank_device
 from pytest_devcaps import runtime
+from pytest_devcaps.distributed.context import RankContext, rank_device
 from pytest_devcaps.distributed.task import RankOutcome
+from pytest_devcaps.ranks import LaunchInfo, launched_world
 
-
-@dataclass(frozen=True)
-class LaunchInfo:
-    """This process's place in a launcher-made world."""
-
-    rank: int
-    world_size: int
-    local_rank: int
-
-
-def launched_world(environ: Mapping[str, str] | None = None) -> LaunchInfo | None:
-    """The launcher's world when RANK and WORLD_SIZE are set, else None."""
-    env = os.environ if environ is None else environ
-    if "RANK" not in env or "WORLD_SIZE" not in env:
-        return None
-    rank = int(env["RANK"])
-    return LaunchInfo(rank=rank, world_size=int(env["WORLD_SIZE"]),
-                      local_rank=int(env.get("LOCAL_RANK", rank)))
+__all__ = ["LaunchInfo", "ensure_process_group", "launched_world", "run_on_launched_rank"]
 
 
 def _destroy() -> None:

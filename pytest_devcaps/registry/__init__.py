@@ -10,16 +10,38 @@
 
 from __future__ import annotations
 
-from pytest_devcaps.registry.build import (
-    build_registry,
-    catalogue_with_hooks,
-    discover,
-    registry_from_snapshot,
-)
-from pytest_devcaps.registry.layers import merge_answer
-from pytest_devcaps.registry.options import CapabilitySetting, RegistryOptions
-from pytest_devcaps.registry.query import CapabilityRegistry, DeviceCapabilities
-from pytest_devcaps.registry.registrars import BackendRegistrar, CapabilityRegistrar
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pytest_devcaps.registry.build import (
+        build_registry,
+        catalogue_with_hooks,
+        discover,
+        registry_from_snapshot,
+    )
+    from pytest_devcaps.registry.layers import merge_answer
+    from pytest_devcaps.registry.options import CapabilitySetting, RegistryOptions
+    from pytest_devcaps.registry.query import CapabilityRegistry, DeviceCapabilities
+    from pytest_devcaps.registry.registrars import BackendRegistrar, CapabilityRegistrar
+
+_WHERE = {
+    "build_registry": "build", "catalogue_with_hooks": "build", "discover": "build",
+    "registry_from_snapshot": "build",
+    "merge_answer": "layers",
+    "CapabilitySetting": "options", "RegistryOptions": "options",
+    "CapabilityRegistry": "query", "DeviceCapabilities": "query",
+    "BackendRegistrar": "registrars", "CapabilityRegistrar": "registrars",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Names are imported on first use (PEP 562): the pytest plugin imports the option types in
+    every session, and only a session that uses devcaps needs the rest."""
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+
 
 __all__ = [
     "BackendRegistrar",

@@ -1,5 +1,6 @@
 """A rank that raises, hangs or segfaults fails its test fast, with every rank's story, and
-leaves no process behind; parallel sessions (xdist) do not collide on rendezvous."""
+leaves no process behind; parallel sessions (xdist) do not collide on rendezvous. (Under
+torchrun: tests/plugin/test_torchrun.py.)"""
 
 from __future__ import annotations
 
@@ -141,54 +142,6 @@ def test_parallel_sessions_do_not_collide(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_concurrent=CONCURRENT)
     result = pytester.runpytest_subprocess("-p", "no:devcaps", "-p", "no:cacheprovider", "-n", "2")
     result.assert_outcomes(passed=2)
-
-
-LAUNCHED = textwrap.dedent("""
-    import pytest, torch, torch.distributed as dist
-    from pytest_devcaps.distributed import DistributedRunner
-
-    def total(ctx):
-        assert not ctx.spawned and ctx.world_size == 2
-        t = torch.tensor([float(ctx.rank + 1)])
-        dist.all_reduce(t)
-        return (ctx.rank, t.item())
-
-    @pytest.fixture
-    def distributed():
-        return DistributedRunner("cpu", "gloo", timeout_s=60)
-
-    def test_in_process(distributed):
-        assert distributed.run(total, world_size=2) == [(0, 3.0), (1, 3.0)]
-        assert distributed.run(total, world_size=2) == [(0, 3.0), (1, 3.0)]  # group reused
-
-    def test_other_world_size(distributed):
-        distributed.run(total, world_size=4)
-
-    def broken_on_one(ctx):
-        if ctx.rank == 1:
-            raise KeyError("rank one lost its key")
-        return ctx.rank
-
-    def test_failure_reaches_every_rank(distributed):
-        distributed.run(broken_on_one, world_size=2)
-""")
-
-
-def test_under_torchrun_bodies_run_in_process_on_each_rank(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_launched=LAUNCHED)
-    started = time.monotonic()
-    # Every rank runs the whole session, so every rank must run the tests in the same order:
-    # pytest-randomly (when installed) would shuffle each rank with its own seed.
-    result = pytester.run(sys.executable, "-m", "torch.distributed.run", "--standalone",
-                          "--nproc-per-node", "2", "-m", "pytest", "-p", "no:devcaps",
-                          "-p", "no:cacheprovider", "-p", "no:randomly", "-q", "-rs",
-                          "test_launched.py", timeout=120)
-    out = result.stdout.str()
-    assert result.ret != 0, out + result.stderr.str()
-    assert out.count("1 failed, 1 passed, 1 skipped") == 2, out
-    assert out.count("rank 1: raised KeyError: 'rank one lost its key'") == 2, out
-    assert "needs world size 4; the launcher started 2" in out
-    assert time.monotonic() - started < 120
 
 
 ORPHAN_BODY = textwrap.dedent("""

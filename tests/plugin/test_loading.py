@@ -13,8 +13,8 @@ CALLS = []
 def pytest_devcaps_register_capabilities(registrar):
     CALLS.append(1)
 
-def pytest_report_header(config):
-    return f"register_capabilities calls: {len(CALLS)}"
+def pytest_terminal_summary(terminalreporter):
+    terminalreporter.write_line(f"register_capabilities calls: {len(CALLS)}")
 """
 
 
@@ -137,3 +137,38 @@ def test_out_of_tree_backend_and_adjust_hook(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=2, skipped=1)
     result.stdout.fnmatch_lines(["*test_rule?acme? PASSED*",
                                  "*requires dtype.bf16 on acme:0: unsupported (hook:conftest: lab says no)*"])
+
+
+def test_autoloaded_plugin_imports_no_torch_for_a_torch_free_suite(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    pytester.makepyfile(
+        """
+        import sys
+
+        def test_free():
+            assert "torch" not in sys.modules
+            assert "pytest_devcaps.plugin" in sys.modules  # loaded, just not used
+        """
+    )
+    result = pytester.runpytest_subprocess("-v")
+    result.assert_outcomes(passed=1)
+    result.stdout.no_fnmatch_line("devcaps: * device(s)*")  # no registry, so no header
+
+
+def test_registry_error_found_at_first_use_is_one_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        """
+        import pytest
+
+        @pytest.hookimpl(optionalhook=True)
+        def pytest_devcaps_register_capabilities(registrar):
+            registrar.probe("dtype.bf61", lambda device: None)
+        """
+    )
+    pytester.makepyfile(test_a="def test_a(device): pass", test_b="def test_b(device): pass")
+    result = pytester.runpytest_subprocess()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.startswith("ERROR:")]
+    assert len(errors) == 1 and "unknown capability 'dtype.bf61'" in errors[0], result.stderr.str()
+    assert "did you mean 'dtype.bf16'" in errors[0]

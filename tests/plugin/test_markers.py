@@ -163,7 +163,8 @@ def test_requires_memory_bad_size(pytester: pytest.Pytester) -> None:
             pass
         """
     )
-    result = pytester.runpytest()
+    # -rN: no short summary, whose line (cut or not by the terminal width) would repeat the message.
+    result = pytester.runpytest("-rN")
     result.stdout.fnmatch_lines(["*requires_memory: size must be a size like '24GiB'*, got 'lots'"])
     # A MarkerError is a collection error shown once: no traceback, no exception chain.
     assert result.stdout.str().count("must be a size like") == 1

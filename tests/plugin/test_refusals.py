@@ -365,7 +365,7 @@ def pytest_devcaps_register_backends(registrar):
 
 def test_config_time_warning_is_a_pytest_warning_in_the_summary(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(BROKEN_BACKEND)
-    pytester.makepyfile("def test_x(): pass")
+    pytester.makepyfile("def test_x(device): pass")  # a test that needs the registry builds it
     result = pytester.runpytest_subprocess()
     result.assert_outcomes(passed=1, warnings=1)
     result.stdout.fnmatch_lines(["*warnings summary*", "*DevcapsConfigWarning: pytest-devcaps: skipping the "
@@ -377,7 +377,7 @@ def test_config_time_warning_is_a_pytest_warning_in_the_summary(pytester: pytest
 
 def test_config_time_warning_under_w_error_is_a_usage_error_not_internalerror(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(BROKEN_BACKEND)
-    pytester.makepyfile("def test_x(): pass")
+    pytester.makepyfile("def test_x(device): pass")
     result = pytester.runpytest_subprocess("-W", "error")
     assert result.ret == USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: pytest-devcaps: skipping the npu backend: "

@@ -45,8 +45,19 @@ def test_header_lists_devices_and_reproducing_flags(pytester: pytest.Pytester) -
         "  native *; emulated *; unsupported *; unknown *",
         "devcaps: reproduce with: --devcaps-set=dtype.bf16=unsupported@cpu",
     ])
+    # Without a devcaps option the registry is built when a test first needs it, and the
+    # header follows the collection.
+    pytester.makepyfile(test_device="def test_d(device): pass")
     verbose = pytester.runpytest("-v")
-    verbose.stdout.fnmatch_lines(["  dist.gloo * native * probe: *"])
+    verbose.stdout.fnmatch_lines(["*collected 2 items", "devcaps: * device(s), *",
+                                  "  dist.gloo * native * probe: *"])
+
+
+def test_no_header_when_nothing_asks(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest_subprocess("-v")
+    result.assert_outcomes(passed=1)
+    result.stdout.no_fnmatch_line("devcaps: * device(s)*")
 
 
 def test_skip_summary_groups_by_capability_and_device(pytester: pytest.Pytester) -> None:

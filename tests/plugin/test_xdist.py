@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from _acme import acme_conftest
+
 pytest.importorskip("xdist")
 
 COUNTING_CONFTEST = """
@@ -81,57 +83,114 @@ def test_works_without_xdist(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=7, skipped=4)
 
 
-PIN_CONFTEST = """
+def test_lazy_registry_is_built_once_by_the_first_worker_that_needs_it(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No devcaps option: nobody builds at start; both workers need the registry (--dist each),
+    the first builds it (one probe run, cold cache) and the other reads what it published."""
+    log = tmp_path / "probes.log"
+    monkeypatch.setenv("PROBE_LOG", str(log))
+    monkeypatch.setenv("PYTEST_DEVCAPS_CACHE_DIR", str(tmp_path / "cold-cache"))
+    pytester.makeconftest(COUNTING_CONFTEST)
+    pytester.makepyfile(SUITE)
+    result = pytester.runpytest_subprocess("-n", "2", "--dist", "each", "-p", "pytest_devcaps")
+    result.assert_outcomes(passed=14, skipped=8)  # every test on both workers
+    assert len(log.read_text().splitlines()) == 1, log.read_text()
+    result.stdout.fnmatch_lines(["devcaps: * device(s)*"])  # the controller's header, after collection
+
+
+def test_torch_free_suite_under_xdist_builds_nothing(pytester: pytest.Pytester, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    log = tmp_path / "probes.log"
+    monkeypatch.setenv("PROBE_LOG", str(log))
+    monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    pytester.makeconftest(COUNTING_CONFTEST.replace("from pytest_devcaps import Level, ProbeOutcome",
+                                                    "from pytest_devcaps.model import Level, ProbeOutcome"))
+    pytester.makepyfile(
+        """
+        import sys
+        import pytest
+
+        @pytest.mark.parametrize("i", range(4))
+        def test_free(i):
+            assert "torch" not in sys.modules
+        """
+    )
+    result = pytester.runpytest_subprocess("-n", "2")
+    result.assert_outcomes(passed=4)
+    assert not log.exists()
+    result.stdout.no_fnmatch_line("devcaps: * device(s)*")
+
+
+WHERE_TEST = """
 import os
-import types
+import subprocess
+import sys
 
-import pytest
-import torch
-from pytest_devcaps import DeviceIdentity
-
-torch.utils.rename_privateuse1_backend("acme")
-# A stand-in device module: records which device each worker was pinned to.
-torch.acme = types.SimpleNamespace(
-    set_device=lambda index: open(os.environ["PIN_LOG"], "a").write(
-        f"{os.environ.get('PYTEST_XDIST_WORKER')} set_device {index}\\n"),
-)
-
-
-class AcmeBackend:
-    type = "acme"
-    visible_devices_variable = "ACME_VISIBLE_DEVICES"
-
-    def is_available(self):
-        return True
-
-    def discover(self):
-        return [DeviceIdentity(type="acme", index=0, vendor="acme", name="Acme N1", arch="n1", count=2)]
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_devcaps_register_backends(registrar):
-    registrar.add(AcmeBackend())
+def test_where(device, devcaps):
+    # what a rank spawned from this worker (the distributed harness) would see
+    child = subprocess.check_output([sys.executable, "-c",
+                                     "import os; print(os.environ.get('ACME_VISIBLE_DEVICES'))"],
+                                    text=True).strip()
+    with open(os.environ["PIN_LOG"], "a") as out:
+        out.write(f"{os.environ['PYTEST_XDIST_WORKER']} device={device} "
+                  f"visible={os.environ.get('ACME_VISIBLE_DEVICES')} child={child} "
+                  f"count={devcaps.identity.count}\\n")
 """
 
 
-def test_pin_workers_one_accelerator_each(pytester: pytest.Pytester, tmp_path: Path,
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def _pinned_run(pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                variable: str | None) -> tuple[pytest.RunResult, set[str]]:
     log = tmp_path / "pin.log"
     monkeypatch.setenv("PIN_LOG", str(log))
-    pytester.makeconftest(PIN_CONFTEST)
-    pytester.makepyfile(
-        """
-        import os
+    pytester.makeconftest(acme_conftest(count=4, variable=variable))
+    pytester.makepyfile(WHERE_TEST)
+    result = pytester.runpytest_subprocess("-n", "2", "--dist", "each", "--devcaps-pin-workers",
+                                           "--devcaps-devices=acme", "--devcaps-probe-timeout=20")
+    return result, set(log.read_text().splitlines()) if log.exists() else set()
 
-        def test_where(device):
-            with open(os.environ["PIN_LOG"], "a") as out:
-                out.write(f"{os.environ['PYTEST_XDIST_WORKER']} device {device}\\n")
-        """
-    )
-    result = pytester.runpytest_subprocess("-n", "2", "--devcaps-pin-workers", "--devcaps-devices=acme",
-                                           "--devcaps-probe-timeout=20")
-    result.assert_outcomes(passed=1)
-    lines = set(log.read_text().splitlines())
-    assert {"gw0 set_device 0", "gw1 set_device 1"} <= lines
-    ran = [line for line in lines if " device " in line]
-    assert ran in (["gw0 device acme:0"], ["gw1 device acme:1"])
+
+def test_pin_workers_gives_each_worker_its_slice(pytester: pytest.Pytester, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ACME_VISIBLE_DEVICES", raising=False)
+    result, lines = _pinned_run(pytester, tmp_path, monkeypatch, "ACME_VISIBLE_DEVICES")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["devcaps: acme split between 2 workers by ACME_VISIBLE_DEVICES: "
+                                 "gw0=0,1; gw1=2,3"])
+    # each worker sees its own two devices, renumbered from 0, and so do the ranks it spawns
+    assert lines == {"gw0 device=acme:0 visible=0,1 child=0,1 count=2",
+                     "gw1 device=acme:0 visible=2,3 child=2,3 count=2"}
+
+
+def test_pin_workers_splits_the_value_the_user_set(pytester: pytest.Pytester, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ACME_VISIBLE_DEVICES", "5,7,9,11")
+    result, lines = _pinned_run(pytester, tmp_path, monkeypatch, "ACME_VISIBLE_DEVICES")
+    result.assert_outcomes(passed=2)
+    assert lines == {"gw0 device=acme:0 visible=5,7 child=5,7 count=2",
+                     "gw1 device=acme:0 visible=9,11 child=9,11 count=2"}
+
+
+def test_pin_workers_error_is_reported_once_by_the_controller(
+        pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ACME_VISIBLE_DEVICES", "0,1,1")
+    result, lines = _pinned_run(pytester, tmp_path, monkeypatch, "ACME_VISIBLE_DEVICES")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.startswith("ERROR:")]
+    assert errors == ["ERROR: pytest-devcaps: ACME_VISIBLE_DEVICES environment variable: "
+                      "--devcaps-pin-workers: ACME_VISIBLE_DEVICES='0,1,1' names 3 entries but 4 "
+                      "acme device(s) are visible, so it cannot be split between workers (set one "
+                      "index or UUID per device, or unset it)"], result.stderr.str()
+    assert not lines  # no worker ran anything
+    assert "crashed" not in result.stdout.str() + result.stderr.str()
+
+
+def test_pin_workers_without_a_variable_uses_set_device(pytester: pytest.Pytester, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ACME_VISIBLE_DEVICES", raising=False)
+    result, lines = _pinned_run(pytester, tmp_path, monkeypatch, None)
+    result.assert_outcomes(passed=2)
+    # each worker's current device is the first of its share (devices 0-1 and 2-3)
+    result.stdout.fnmatch_lines(["devcaps: acme split between 2 workers by set_device *: gw0=0; gw1=2"])
+    assert {"gw0 set_device 0", "gw1 set_device 2"} <= lines
+    assert {"gw0 device=acme:0 visible=None child=None count=4",
+            "gw1 device=acme:2 visible=None child=None count=4"} <= lines
