@@ -9,10 +9,10 @@ pytest plugin.
 from __future__ import annotations
 
 from . import epilogue
-from .api import BACKENDS, TritonAvailable, choose_backend, last_backend, scaled_mm
+from .api import BACKENDS, BackendUsed, TritonAvailable, choose_backend, last_backend, scaled_mm
 from .epilogue import EpiOp
 from .reductions import Reduce
 from .triton_support import triton_drives
 
-__all__ = ["BACKENDS", "EpiOp", "Reduce", "TritonAvailable", "choose_backend", "epilogue",
+__all__ = ["BACKENDS", "BackendUsed", "EpiOp", "Reduce", "TritonAvailable", "choose_backend", "epilogue",
            "last_backend", "scaled_mm", "triton_drives"]

@@ -7,7 +7,7 @@ from typing import Callable, Sequence
 import torch
 
 from .epilogue import EpiOp
-from .problem import build_problem
+from .problem import Problem, build_problem
 from .reductions import Reduce
 from .triton_support import triton_drives
 
@@ -15,11 +15,30 @@ from .triton_support import triton_drives
 TritonAvailable = Callable[[torch.device], bool]
 
 BACKENDS = ("auto", "triton", "cpu", "reference")
-_last_backend: str | None = None
 
 
-def last_backend() -> str | None:
-    """Name of the backend the last ``scaled_mm`` call in this process used (None before)."""
+class BackendUsed(str):
+    """The name of the backend a call ran (it compares equal to the name: ``last_backend() ==
+    "cpu"``), plus ``reason``: why it ran a slower or different path than usual, "" when it
+    did not (e.g. ``"oneDNN post-ops unavailable: ...; ran torch.mm and eager epilogues"``)."""
+
+    reason: str
+
+    def __new__(cls, name: str, reason: str = "") -> BackendUsed:
+        self = super().__new__(cls, name)
+        self.reason = reason
+        return self
+
+    def __repr__(self) -> str:
+        return f"{str.__repr__(self)} ({self.reason})" if self.reason else str.__repr__(self)
+
+
+_last_backend: BackendUsed | None = None
+
+
+def last_backend() -> BackendUsed | None:
+    """The backend the last ``scaled_mm`` call in this process used (None before any call):
+    its name, with ``.reason`` saying why it fell back to a slower path ("" if it did not)."""
     return _last_backend
 
 
@@ -46,6 +65,7 @@ def scaled_mm(
     epilogue: Sequence[EpiOp] = (),
     reductions: Sequence[Reduce] = (),
     store_output: bool = True,
+    fast_accum: bool = False,
     backend: str = "auto",
     triton_available: TritonAvailable | None = None,
 ) -> tuple[torch.Tensor | None, tuple[torch.Tensor, ...]]:
@@ -59,9 +79,17 @@ def scaled_mm(
         for op in epilogue: acc = op(acc)            # in order, fp32
         y = acc.to(out_dtype)                        # None when store_output=False
         src = y.float() if r.source == "output" else acc
-        r(src) over rows or groups of r.group columns -> fp32 [M] or [M, N // group]
+        r(src) over rows or groups of r.group columns -> fp32 [M] or [M, ceil(N / group)]
 
     ``a``/``b``: fp8 (e4m3fn, e5m2, fnuz), bf16, fp16 or fp32, any strides, one device.
+    ``bias`` and epilogue operands: bf16, fp16, fp32 or fp64 (fp8 is refused: it needs a scale).
+    ``fast_accum``: ``False`` (default) keeps the fp32 accumulator above on every backend.
+    ``True`` lets a backend trade accumulator precision for speed, as
+    ``torch._scaled_mm(use_fast_accum=True)`` does: the Triton kernel leaves native fp8 products
+    in the tensor cores' reduced-precision accumulator where that is Triton's default (NVIDIA
+    sm_90), and the ``cpu`` backend may round the GEMM result to bf16 before scales, bias and
+    epilogue when the inputs are exact in bf16 (one more rounding, ~1 bf16 ulp). ``reference``
+    ignores it.
     ``backend``: ``auto`` (``triton`` where Triton can run on the device, ``cpu`` on CPU, else
     ``reference``; see ``choose_backend``), ``triton``, ``cpu`` or ``reference``; the backend that
     ran is ``last_backend()``. ``auto`` asks torch and Triton only (no probe process, no
@@ -74,23 +102,34 @@ def scaled_mm(
     global _last_backend
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    p = build_problem(a, b, scale_a, scale_b, bias, out_dtype, epilogue, reductions, store_output)
+    if not isinstance(fast_accum, bool):
+        raise TypeError(f"fast_accum must be a bool, got {type(fast_accum).__name__}")
+    p = build_problem(a, b, scale_a, scale_b, bias, out_dtype, epilogue, reductions, store_output,
+                      fast_accum)
     name = (choose_backend(p.device, triton_available=triton_available) if backend == "auto"
             else backend)
+    y, reduced, reason = _run(name, p, auto=backend == "auto")
+    _last_backend = BackendUsed(name, reason)
+    return y, tuple(reduced)
+
+
+def _run(name: str, p: Problem, *, auto: bool) -> tuple[torch.Tensor | None, tuple[torch.Tensor, ...], str]:
+    """Run backend ``name`` on ``p``; returns ``(y, reductions, reason)``."""
     if name == "triton":
         from .triton_backend import run_triton
 
-        result = run_triton(p)
-    elif name == "cpu":
+        y, reduced = run_triton(p)
+        return y, reduced, ""
+    if name == "cpu":
         if p.device.type != "cpu":
             raise ValueError(f"backend='cpu' needs CPU tensors, got tensors on {p.device}")
-        from .cpu import run_cpu
+        from .cpu import fallback_reason, run_cpu
 
-        result = run_cpu(p)
-    else:
-        from .reference import run_reference
+        y, reduced = run_cpu(p)
+        return y, reduced, fallback_reason(p)
+    from .reference import run_reference
 
-        result = run_reference(p)
-    _last_backend = name
-    y, reduced = result
-    return y, tuple(reduced)
+    y, reduced = run_reference(p)
+    reason = (f"Triton does not drive {p.device.type} tensors here, and only CPU has another "
+              f"fused backend" if auto and p.device.type != "cpu" else "")
+    return y, reduced, reason

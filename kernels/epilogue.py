@@ -13,6 +13,8 @@ from typing import Union
 
 import torch
 
+from .dtypes import refuse_fp8_operand
+
 Operand = Union[float, int, torch.Tensor]
 
 ACTIVATIONS = ("relu", "gelu", "silu", "sigmoid", "tanh")
@@ -53,6 +55,7 @@ def _operand(kind: str, t: object) -> Operand:
     if isinstance(t, torch.Tensor):
         if not t.is_floating_point():
             raise TypeError(f"{kind}(t): t must be a floating-point tensor, got dtype {t.dtype}")
+        refuse_fp8_operand(f"{kind}(t): t", t)
         return t
     return _number(f"{kind}(t)", t)
 

@@ -7,13 +7,11 @@ from typing import Sequence
 
 import torch
 
+from .dtypes import FP8_DTYPES, INPUT_DTYPES, OUT_DTYPES, refuse_fp8_operand
 from .epilogue import EpiOp
 from .reductions import Reduce
 
-FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz)
-WIDE_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
-INPUT_DTYPES = FP8_DTYPES + WIDE_DTYPES
-OUT_DTYPES = WIDE_DTYPES
+__all__ = ["FP8_DTYPES", "Operand2D", "Problem", "build_problem"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -42,6 +40,7 @@ class Problem:
     operands: tuple[Operand2D | None, ...]
     reductions: tuple[Reduce, ...]
     store_output: bool
+    fast_accum: bool = False
 
     @property
     def m(self) -> int:
@@ -96,6 +95,7 @@ def _check_operand(index: int, op: EpiOp, m: int, n: int, device: torch.device) 
     if not isinstance(t, torch.Tensor):
         return Operand2D(number=float(t))
     where = f"epilogue[{index}] ({op.kind})"
+    refuse_fp8_operand(where + " operand", t)
     _check_device(where + " operand", t, device)
     shape = tuple(t.shape)
     if shape == ():
@@ -112,7 +112,7 @@ def _check_operand(index: int, op: EpiOp, m: int, n: int, device: torch.device) 
 
 def build_problem(a: torch.Tensor, b: torch.Tensor, scale_a: object, scale_b: object,
                   bias: torch.Tensor | None, out_dtype: torch.dtype, epilogue: Sequence[EpiOp],
-                  reductions: Sequence[Reduce], store_output: bool) -> Problem:
+                  reductions: Sequence[Reduce], store_output: bool, fast_accum: bool = False) -> Problem:
     """Validate everything; raises ``TypeError`` (wrong kind/dtype) or ``ValueError`` (shape,
     device, group) naming what was expected and what was given."""
     for name, t in (("a", a), ("b", b)):
@@ -141,6 +141,7 @@ def build_problem(a: torch.Tensor, b: torch.Tensor, scale_a: object, scale_b: ob
         if not isinstance(bias, torch.Tensor) or not bias.is_floating_point():
             raise TypeError(f"bias must be a floating-point tensor, got "
                             f"{getattr(bias, 'dtype', type(bias).__name__)}")
+        refuse_fp8_operand("bias", bias)
         _check_device("bias", bias, device)
         if tuple(bias.shape) != (n,):
             raise ValueError(f"bias must be [N] = [{n}], got shape {_shape(bias)}")
@@ -156,9 +157,10 @@ def build_problem(a: torch.Tensor, b: torch.Tensor, scale_a: object, scale_b: ob
             raise TypeError(f"reductions[{i}] must be a Reduce, got {type(r).__name__}")
         if n == 0:
             raise ValueError("reductions need N >= 1, got N = 0")
-        if r.group is not None and n % r.group != 0:
+        if r.group is not None and n % r.group != 0 and not r.ragged:
             raise ValueError(f"reductions[{i}]: N % group must be 0, got N = {n}, "
-                             f"group = {r.group}")
+                             f"group = {r.group} (Reduce(..., ragged=True) reduces the "
+                             f"{n % r.group} columns left over as a shorter last group)")
     return Problem(a=a, b=b, scale_a=sa, scale_b=sb, bias=bias, out_dtype=out_dtype,
                    epilogue=ops, operands=operands, reductions=reds,
-                   store_output=bool(store_output))
+                   store_output=bool(store_output), fast_accum=bool(fast_accum))

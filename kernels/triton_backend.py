@@ -3,16 +3,27 @@
 The kernel is a tiled matmul (fp32 accumulator, GROUP_M swizzle) whose epilogue applies the
 scales, bias and ops on the accumulator, casts, stores ``y`` and reduces the tile:
 
-* every reduction is split into segments of ``S = gcd(group, BLOCK_N)`` columns (a power of
-  two, so ``tl.reshape`` can split the tile); each tile writes its segment partials to an fp32
-  workspace ``[M, N // S]``. When ``S == group`` (the group fits the block) that workspace is
-  the result; otherwise a small second pass reduces ``group // S`` partials per group. No
-  atomics, so the result is deterministic.
+* every reduction is split into segments of ``S = gcd(group, min BLOCK_N)`` columns (a power
+  of two dividing every autotune config's BLOCK_N, so ``tl.reshape`` can split any tile and
+  the partials do not depend on the config picked); each tile writes its segment partials to
+  an fp32 workspace ``[M, ceil(N / S)]`` (masked columns add 0, so a ragged last group or tile
+  is exact). When ``S == group`` that workspace is the result; otherwise a small second pass
+  reduces ``group // S`` partials per group. No atomics, so the result is deterministic.
 * fp8 operands are loaded as bytes (the interpreter mis-reads fp8 loads). Where Triton's
   backend for the current target takes that fp8 type in ``tl.dot`` (``fp8_dot_types``) they
   are bitcast and go to ``tl.dot`` as fp8; otherwise each tile is decoded with integer ops to
   bf16 (exact), which compiles on every target (Triton's fp8 converts need sm89+ and reject
   fnuz on NVIDIA) and under the interpreter.
+* accumulation is fp32 (``a.float() @ b.float()``): where the target's ``tl.dot`` keeps native
+  fp8 products in a reduced-precision accumulator by default (``fp8_dot_imprecise``: NVIDIA
+  sm_90, whose Triton default ``max_num_imprecise_acc`` is ``2**30``), the dot passes
+  ``max_num_imprecise_acc=BLOCK_K``, so Triton adds each BLOCK_K partial into the fp32
+  accumulator (the WGMMA lowering's ``requireAddAccumulator``), as cuBLAS does without
+  ``use_fast_accum``. ``fast_accum=True`` leaves Triton's default in place.
+* every offset is int64 (rows, columns and K), so ``K * stride`` past 2**31 elements of a
+  strided view addresses the right element.
+* tiles, warps and stages are autotuned per vendor and dtype family, keyed on M's power-of-two
+  bucket (:mod:`devcaps_kernels.triton_configs`).
 
 The source is generated because the op list is arbitrary; generated modules are written to a
 per-process directory so ``triton.jit`` can read their source (also under TRITON_INTERPRET=1).
@@ -28,12 +39,16 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Any
 
 import torch
 
 from .problem import FP8_DTYPES, Problem
+from .reductions import Reduce, finish_mean, grouped
 from .reference import Result
-from .triton_support import fp8_dot_types, triton_drives
+from .triton_configs import (AUTOTUNE_KEY, INTERPRETER, TileConfig, configs_for, m_bucket, prune_for_m,
+                             segment_base, triton_configs)
+from .triton_support import fp8_dot_imprecise, fp8_dot_types, target_vendor, triton_drives
 
 # Triton's name of each torch fp8 type (``tl.float8e4nv.name == "fp8e4nv"``...).
 _TRITON_FP8 = {
@@ -109,10 +124,9 @@ def _decode_e5m2fnuz(u):
 '''
 
 _KERNEL = '''
-@triton.autotune(configs=[{configs}], key=["M", "N", "K"])
 @triton.jit
 def fused_scaled_mm(A, B, Y, SA, SB, BIAS{operand_params}{workspace_params},
-                    M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_ym, stride_yn,
+                    M, N, K, M_BUCKET, stride_am, stride_ak, stride_bk, stride_bn, stride_ym, stride_yn,
                     stride_sa, stride_sb, stride_bias{scalar_params},
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                     GROUP_M: tl.constexpr):
@@ -132,7 +146,7 @@ def fused_scaled_mm(A, B, Y, SA, SB, BIAS{operand_params}{workspace_params},
     mask_n = offs_n < N
     rows = offs_m.to(tl.int64)
     cols = offs_n.to(tl.int64)
-    offs_k = tl.arange(0, BLOCK_K)
+    offs_k = tl.arange(0, BLOCK_K).to(tl.int64)  # K * stride may pass 2**31
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
         kk = k0 + offs_k
@@ -168,7 +182,8 @@ class _Plan:
     clamp_bounds: tuple[tuple[bool, bool], ...]
     reductions: tuple[tuple[str, str, int], ...]  # (kind, source, segment S)
     store: bool
-    block_n: int
+    configs: tuple[TileConfig, ...]  # autotune candidates; S divides every BLOCK_N
+    promote_fp8_acc: bool  # pass max_num_imprecise_acc=BLOCK_K to tl.dot (see the docstring)
     interpret: bool
 
 
@@ -182,18 +197,17 @@ def _native_fp8(p: Problem) -> bool:
     return triton_drives(p.device) and _TRITON_FP8[p.a.dtype] in fp8_dot_types()
 
 
-def _block_n(n: int) -> int:
-    return 64 if _interpreting() else min(128, max(16, 1 << max(n - 1, 1).bit_length()))
+def _family(a_dtype: torch.dtype, b_dtype: torch.dtype, native_fp8: bool) -> str:
+    """The autotune family: operands as ``tl.dot`` sees them."""
+    if native_fp8:
+        return "fp8"
+    return "fp32" if a_dtype == torch.float32 else "16bit"
 
 
-def _configs(plan: _Plan) -> str:
-    if plan.interpret:  # the interpreter benchmarks every config: keep exactly one
-        sizes = [(32, 32, 1, 1)]
-    else:
-        sizes = [(128, 64, 8, 3), (64, 64, 4, 4), (128, 128, 8, 3), (64, 32, 4, 5)]
-    return ", ".join(
-        f"triton.Config({{'BLOCK_M': {bm}, 'BLOCK_K': {bk}, 'GROUP_M': 8}}, num_warps={w}, "
-        f"num_stages={s})" for bm, bk, w, s in sizes)
+def _tile_configs(p: Problem, native_fp8: bool) -> tuple[TileConfig, ...]:
+    if _interpreting():
+        return INTERPRETER
+    return configs_for(target_vendor(), _family(p.a.dtype, p.b.dtype, native_fp8), p.n)
 
 
 def _dot_operand_dtype(dtype: torch.dtype, plan: _Plan) -> str | None:
@@ -261,7 +275,7 @@ def _reduction_source(j: int, kind: str, source: str, seg: int) -> str:
             f"    p{j} = {combine}\n"
             f"    segs{j} = pid_n * (BLOCK_N // {seg}) + tl.arange(0, BLOCK_N // {seg})\n"
             f"    tl.store(W{j} + rows[:, None] * stride_w{j} + segs{j}[None, :], p{j},"
-            f" mask=mask_m[:, None] & (segs{j}[None, :] < N // {seg}))")
+            f" mask=mask_m[:, None] & (segs{j}[None, :] < (N + {seg - 1}) // {seg}))")
 
 
 def _source(plan: _Plan) -> str:
@@ -288,14 +302,16 @@ def _source(plan: _Plan) -> str:
                                       _convert("b", plan.b_dtype, plan)]))
     fp32_dot_operands = "tl.float32" in (_dot_operand_dtype(plan.a_dtype, plan),
                                          _dot_operand_dtype(plan.b_dtype, plan)) or plan.a_dtype == torch.float32
+    dot_kwargs = ', input_precision="ieee"' if fp32_dot_operands else ""
+    if plan.promote_fp8_acc:
+        dot_kwargs += ", max_num_imprecise_acc=BLOCK_K"
     return _HEADER + _KERNEL.format(
-        configs=_configs(plan),
         out_dtype=_TL_OUT_DTYPE[plan.out_dtype],
         operand_params="".join(f", {name}" for name in operand_params),
         workspace_params="".join(f", {name}" for name in workspace_params),
         scalar_params="".join(f", {name}" for name in scalar_params),
         convert=convert or "        pass",
-        dot_kwargs=', input_precision="ieee"' if fp32_dot_operands else "",
+        dot_kwargs=dot_kwargs,
         epilogue="\n".join(epilogue) or "    pass",
         store=("    tl.store(Y + rows[:, None] * stride_ym + cols[None, :] * stride_yn, y,"
                " mask=mask)") if plan.store else "",
@@ -305,7 +321,21 @@ def _source(plan: _Plan) -> str:
 
 
 _MODULES: dict[_Plan, ModuleType] = {}
+_KERNELS: dict[_Plan, Any] = {}
 _SOURCE_DIR: str | None = None
+
+
+def _autotuned_kernel(plan: _Plan) -> Any:
+    """The plan's ``@triton.jit`` kernel under ``triton.autotune`` (one autotuner per plan)."""
+    kernel = _KERNELS.get(plan)
+    if kernel is None:
+        import triton
+
+        kernel = triton.autotune(configs=triton_configs(plan.configs), key=list(AUTOTUNE_KEY),
+                                 prune_configs_by={"early_config_prune": prune_for_m},
+                                 )(_kernel_module(plan).fused_scaled_mm)
+        _KERNELS[plan] = kernel
+    return kernel
 
 
 def _kernel_module(plan: _Plan) -> ModuleType:
@@ -330,33 +360,41 @@ def _kernel_module(plan: _Plan) -> ModuleType:
     return module
 
 
-def _plan(p: Problem, block_n: int) -> _Plan:
+def _plan(p: Problem) -> _Plan:
     ops, bounds = [], []
     for op, operand in zip(p.epilogue, p.operands):
         form = "" if operand is None else ("c" if operand.full is None else "t")
         ops.append((op.kind, form, op.approximate))
         bounds.append((op.lo is not None, op.hi is not None))
-    reductions = tuple((r.kind, r.source, math.gcd(r.group_size(p.n), block_n))
-                       for r in p.reductions)
-    return _Plan(a_dtype=p.a.dtype, b_dtype=p.b.dtype, native_fp8=_native_fp8(p),
+    native_fp8 = _native_fp8(p)
+    configs = _tile_configs(p, native_fp8)
+    base = segment_base(configs)
+    reductions = tuple((r.kind, r.source, math.gcd(r.group_size(p.n), base)) for r in p.reductions)
+    return _Plan(a_dtype=p.a.dtype, b_dtype=p.b.dtype, native_fp8=native_fp8,
                  out_dtype=p.out_dtype, scale_a=p.scale_a is not None,
                  scale_b=p.scale_b is not None, bias=p.bias is not None, ops=tuple(ops),
                  clamp_bounds=tuple(bounds), reductions=reductions, store=p.store_output,
-                 block_n=block_n, interpret=_interpreting())
+                 configs=configs, promote_fp8_acc=native_fp8 and not p.fast_accum and _fp8_imprecise(),
+                 interpret=_interpreting())
+
+
+def _fp8_imprecise() -> bool:
+    """The target accumulates native fp8 dots imprecisely unless told (never under the
+    interpreter, whose tl.dot upcasts to fp16 and multiplies in numpy)."""
+    return not _interpreting() and fp8_dot_imprecise()
 
 
 def _as_bytes(t: torch.Tensor) -> torch.Tensor:
     return t.view(torch.uint8) if t.dtype in FP8_DTYPES else t
 
 
-def _finish_reduction(ws: torch.Tensor, kind: str, group: int, seg: int) -> torch.Tensor:
-    m, parts = ws.shape
-    if seg != group:
-        grouped = ws.view(m, parts * seg // group, group // seg)
-        ws = grouped.amax(-1) if kind == "amax" else grouped.sum(-1)
-    if kind in ("mean", "meansq"):
-        ws = ws / group
-    return ws
+def _finish_reduction(ws: torch.Tensor, r: Reduce, n: int, seg: int) -> torch.Tensor:
+    """The second pass: ``ws [M, ceil(N / seg)]`` segment partials -> ``[M, groups]``."""
+    group = r.group_size(n)
+    if seg != group:  # group // seg consecutive segments per group; a ragged last one is short
+        parts = grouped(ws, group // seg)
+        ws = parts.amax(-1) if r.kind == "amax" else parts.sum(-1)
+    return finish_mean(ws, r, n)
 
 
 def run_triton(p: Problem) -> Result:
@@ -374,10 +412,9 @@ def run_triton(p: Problem) -> Result:
         from .reference import run_reference
 
         return run_reference(p)
-    block_n = _block_n(n)
-    plan = _plan(p, block_n)
-    kernel = _kernel_module(plan).fused_scaled_mm
-    workspaces = [torch.empty(m, n // seg, dtype=torch.float32, device=dev)
+    plan = _plan(p)
+    kernel = _autotuned_kernel(plan)
+    workspaces = [torch.empty(m, -(-n // seg), dtype=torch.float32, device=dev)
                   for (_, _, seg) in plan.reductions]
     dummy = torch.empty(1, dtype=torch.float32, device=dev)
     sa = p.scale_a if p.scale_a is not None else dummy
@@ -396,7 +433,7 @@ def run_triton(p: Problem) -> Result:
             scalars += [bound for bound in (op.lo, op.hi) if bound is not None]
     args += workspaces
     y_strides = (y.stride(0), y.stride(1)) if y is not None else (0, 0)
-    args += [m, n, k, p.a.stride(0), p.a.stride(1), p.b.stride(0), p.b.stride(1), *y_strides,
+    args += [m, n, k, m_bucket(m), p.a.stride(0), p.a.stride(1), p.b.stride(0), p.b.stride(1), *y_strides,
              sa.stride(0) if sa.shape[0] != 1 else 0,
              sb.stride(-1) if sb.shape[-1] != 1 else 0,
              bias.stride(0) if p.bias is not None else 0]
@@ -404,11 +441,11 @@ def run_triton(p: Problem) -> Result:
     args += [ws.stride(0) for ws in workspaces]
 
     def grid(meta: dict[str, int]) -> tuple[int]:
-        return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, block_n),)
+        return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
 
-    kernel[grid](*args, BLOCK_N=block_n)
+    kernel[grid](*args)
     reduced = []
-    for r, ws, (kind, _, seg) in zip(p.reductions, workspaces, plan.reductions):
-        out = _finish_reduction(ws, kind, r.group_size(n), seg)
+    for r, ws, (_, _, seg) in zip(p.reductions, workspaces, plan.reductions):
+        out = _finish_reduction(ws, r, n, seg)
         reduced.append(out.view(m) if r.group is None else out)
     return y, tuple(reduced)

@@ -10,6 +10,11 @@ The kernel library decides on its own: it never asks the test plugin's capabilit
 * :func:`fp8_dot_types` -- the fp8 types ``tl.dot`` takes as fp8 on the target Triton compiles
   for now, read from the Triton backend's own options as ``torch.utils._triton.triton_backend``
   does (``make_backend(driver.active.get_current_target()).parse_options({})``).
+* :func:`fp8_dot_imprecise` -- whether that target's ``tl.dot`` accumulates fp8 products in
+  reduced precision unless told otherwise (``max_num_imprecise_acc_default``: ``2**30`` on
+  NVIDIA sm_90, 0 elsewhere; ``triton/backends/nvidia/compiler.py``).
+* :func:`target_vendor` -- the target's backend name (``cuda``, ``hip``, ``xpu``) for picking
+  autotune configs.
 """
 
 from __future__ import annotations
@@ -66,20 +71,52 @@ def options_fp8_dot_types(options: Any) -> frozenset[str]:
     return supported - frozenset(getattr(options, "deprecated_fp8_dot_operand_dtypes", ()))
 
 
+def options_fp8_dot_imprecise(options: Any) -> bool:
+    """Whether a backend's ``tl.dot`` keeps fp8 products in a reduced-precision accumulator
+    unless ``max_num_imprecise_acc`` says otherwise: ``max_num_imprecise_acc_default > 0``
+    (``triton/language/semantic.py`` uses it for fp8 x fp8 dots when the argument is None).
+    Options that do not say (another Triton) count as imprecise, so the kernel asks for fp32
+    accumulation explicitly."""
+    default = getattr(options, "max_num_imprecise_acc_default", None)
+    return default is None or int(default) > 0
+
+
 @functools.lru_cache(maxsize=None)
-def _target_fp8_dot_types(target: Any) -> frozenset[str]:
+def _target_options(target: Any) -> Any:
     from triton.compiler.compiler import make_backend
 
-    return options_fp8_dot_types(make_backend(target).parse_options({}))
+    return make_backend(target).parse_options({})
+
+
+def _current_options() -> Any | None:
+    """The parsed options of the target Triton compiles for now; None when Triton cannot say."""
+    driver = active_driver()
+    if driver is None:
+        return None
+    try:
+        return _target_options(driver.get_current_target())
+    except Exception:  # noqa: BLE001 - another Triton version, a broken driver...
+        return None
 
 
 def fp8_dot_types() -> frozenset[str]:
     """:func:`options_fp8_dot_types` of the target Triton compiles for now (the active driver's
-    current device, as in ``triton.runtime.jit``); empty when Triton cannot say."""
+    current device, as in ``triton.runtime.jit``); empty when Triton cannot say (fp8 is then
+    decoded with integer ops)."""
+    options = _current_options()
+    return frozenset() if options is None else options_fp8_dot_types(options)
+
+
+def fp8_dot_imprecise() -> bool:
+    """:func:`options_fp8_dot_imprecise` of the current target; True when Triton cannot say."""
+    options = _current_options()
+    return True if options is None else options_fp8_dot_imprecise(options)
+
+
+def target_vendor() -> str:
+    """The current target's backend (``cuda``, ``hip``, ``xpu``...); "" when Triton cannot say."""
     driver = active_driver()
-    if driver is None:
-        return frozenset()
     try:
-        return _target_fp8_dot_types(driver.get_current_target())
-    except Exception:  # noqa: BLE001 - another Triton version: decode fp8 with integer ops instead
-        return frozenset()
+        return "" if driver is None else str(driver.get_current_target().backend)
+    except Exception:  # noqa: BLE001 - no device, another Triton
+        return ""

@@ -155,6 +155,37 @@ def test_fp8_dot_types_of_real_triton_targets(monkeypatch: pytest.MonkeyPatch, b
     assert has <= types and not lacks & types, types
 
 
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="triton is not installed")
+@pytest.mark.parametrize(("backend", "arch", "warp", "imprecise"), [
+    ("cuda", 90, 32, True),       # Hopper: Triton's default max_num_imprecise_acc is 2**30
+    ("cuda", 89, 32, False),
+    ("cuda", 100, 32, False),
+    ("hip", "gfx942", 64, False),
+])
+def test_fp8_dot_imprecise_of_real_triton_targets(monkeypatch: pytest.MonkeyPatch, backend: str,
+                                                  arch: int | str, warp: int, imprecise: bool) -> None:
+    from triton.backends.compiler import GPUTarget
+
+    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")
+    monkeypatch.setattr(triton_support, "active_driver", lambda: FakeDriver(GPUTarget(backend, arch, warp)))
+    assert triton_support.fp8_dot_imprecise() is imprecise
+    assert triton_support.target_vendor() == backend
+
+
+@pytest.mark.parametrize(("options", "imprecise"), [
+    (SimpleNamespace(max_num_imprecise_acc_default=2**30), True),
+    (SimpleNamespace(max_num_imprecise_acc_default=0), False),
+    (SimpleNamespace(), True),  # a Triton that does not say: ask for fp32 accumulation explicitly
+])
+def test_fp8_dot_imprecise_from_backend_options(options: object, imprecise: bool) -> None:
+    assert triton_support.options_fp8_dot_imprecise(options) is imprecise
+
+
+def test_no_driver_means_no_vendor_and_precise_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(triton_support, "active_driver", lambda: None)
+    assert triton_support.target_vendor() == "" and triton_support.fp8_dot_imprecise() is True
+
+
 @pytest.mark.parametrize(("a_dtype", "b_dtype", "dot_types", "native"), [
     (torch.float8_e4m3fn, torch.float8_e4m3fn, {"fp8e4nv", "fp8e5"}, True),
     (torch.float8_e4m3fn, torch.float8_e4m3fn, {"fp8e5"}, False),       # sm80: decode e4m3
@@ -171,7 +202,7 @@ def test_fp8_goes_to_tl_dot_as_fp8_where_triton_takes_it(monkeypatch: pytest.Mon
     monkeypatch.setattr(triton_backend, "fp8_dot_types", lambda: frozenset(dot_types))
     a, b = torch.zeros(4, 8).to(a_dtype), torch.zeros(8, 16).to(b_dtype)
     p = build_problem(a, b, None, None, None, torch.bfloat16, [], [Reduce("sum")], True)
-    assert triton_backend._plan(p, block_n=16).native_fp8 is native
+    assert triton_backend._plan(p).native_fp8 is native
 
 
 def test_fp8_is_decoded_where_triton_does_not_drive_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -182,7 +213,7 @@ def test_fp8_is_decoded_where_triton_does_not_drive_the_device(monkeypatch: pyte
     monkeypatch.setattr(triton_backend, "fp8_dot_types", fp8_dot_types)
     a = torch.zeros(4, 8).to(torch.float8_e4m3fn)
     p = build_problem(a, a.t().contiguous(), None, None, None, torch.bfloat16, [], [], True)
-    assert triton_backend._plan(p, block_n=16).native_fp8 is False
+    assert triton_backend._plan(p).native_fp8 is False
 
 
 _FRESH_PROCESS = """

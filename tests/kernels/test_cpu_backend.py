@@ -1,13 +1,23 @@
-"""CPU-backend specifics: its worker threads survive a fork (DataLoader-style workers)."""
+"""CPU-backend specifics: thread settings, the oneDNN check and fallback, the weight cache,
+block sizes, and a forked child (DataLoader-style workers)."""
 
 from __future__ import annotations
 
+import gc
+import json
 import multiprocessing
+import subprocess
+import sys
 
 import pytest
 import torch
 
-from devcaps_kernels import Reduce, scaled_mm
+import devcaps_kernels.cpu as cpu
+from devcaps_kernels import BackendUsed, Reduce, last_backend, scaled_mm, weight_cache
+from devcaps_kernels import epilogue as ep
+from pytest_devcaps.suites.kernels._checks import assert_reduction_close, assert_y_close, fresh
+
+CPU = torch.device("cpu")
 
 
 def _child(queue) -> None:
@@ -17,8 +27,9 @@ def _child(queue) -> None:
 
 
 @pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="no fork here")
-def test_worker_pool_after_fork():
-    scaled_mm(torch.ones(300, 64), torch.ones(64, 128), reductions=[Reduce("sum")], backend="cpu")
+def test_forked_child_runs_after_the_parent_used_openmp():
+    torch.nn.functional.gelu(torch.randn(2000, 2000))  # an OpenMP team in the parent
+    scaled_mm(torch.ones(3000, 64), torch.ones(64, 512), reductions=[Reduce("sum")], backend="cpu")
     ctx = multiprocessing.get_context("fork")
     queue = ctx.Queue()
     process = ctx.Process(target=_child, args=(queue,))
@@ -26,6 +37,209 @@ def test_worker_pool_after_fork():
     process.join(timeout=60)
     if process.is_alive():
         process.kill()
-        pytest.fail("scaled_mm hung in a forked child (stale worker pool)")
+        pytest.fail("scaled_mm hung in a forked child (stale OpenMP team or worker pool)")
     assert process.exitcode == 0
     assert queue.get(timeout=5) == 300 * 128 * 64
+
+
+_THREADS = """
+import json, sys, threading, torch
+from devcaps_kernels import Reduce, scaled_mm, epilogue as ep
+
+def settings():
+    seen = {}
+    def other(): seen["new_thread"] = torch.get_num_threads()
+    t = threading.Thread(target=other); t.start(); t.join()
+    return {"main": torch.get_num_threads(), "interop": torch.get_num_interop_threads(),
+            "parallel_info": torch.__config__.parallel_info(), **seen}
+
+def calls():
+    for m, n, k in [(4096, 512, 64), (512, 512, 512), (7, 1024, 256), (1, 64, 64)]:
+        a, b = torch.randn(m, k, dtype=torch.bfloat16), torch.randn(k, n, dtype=torch.bfloat16)
+        scaled_mm(a, b, epilogue=[ep.gelu()], reductions=[Reduce("sum")], backend="cpu")
+    w = (torch.randn(512, 256) * 4).to(torch.float8_e4m3fn)
+    scaled_mm(w, w.t(), scale_a=0.5, scale_b=0.25, backend="cpu")
+
+reports = []
+for threads in map(int, sys.argv[1:]):  # the first pooled call makes the pool, a new count remakes it
+    torch.set_num_threads(threads)
+    before = settings()
+    calls()
+    after_calls = settings()
+    from_thread = {}
+    def call():
+        scaled_mm(torch.randn(2048, 128), torch.randn(128, 512), reductions=[Reduce("sum")], backend="cpu")
+        from_thread["caller"] = torch.get_num_threads()
+    t = threading.Thread(target=call); t.start(); t.join()
+    reports.append({"threads": threads, "before": before, "after": after_calls, "after_thread": settings(),
+                    **from_thread})
+print(json.dumps(reports))
+"""
+
+
+def test_torch_thread_settings_are_never_changed(tmp_path):
+    """In a fresh process, so the worker pool is made (and remade) during the calls checked."""
+    result = subprocess.run([sys.executable, "-c", _THREADS, "3", "1", "2"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    reports = json.loads(result.stdout.strip().splitlines()[-1])
+    assert [r["threads"] for r in reports] == [3, 1, 2]
+    for report in reports:
+        assert report["before"]["main"] == report["threads"]
+        assert report["after"] == report["before"] == report["after_thread"]
+        assert report["caller"] == report["before"]["new_thread"]
+
+
+def test_onednn_missing_falls_back_and_says_why(monkeypatch):
+    a, b = fresh(600, 96, dtype=torch.bfloat16, device=CPU), fresh(96, 128, dtype=torch.bfloat16, device=CPU)
+    kwargs = dict(bias=fresh(128, dtype=torch.bfloat16, device=CPU), epilogue=[ep.gelu(approximate="tanh")],
+                  reductions=[Reduce("sum"), Reduce("amax", group=32)])
+    ref_y, _ = scaled_mm(a, b, backend="reference", **kwargs)
+    y, _ = scaled_mm(a, b, backend="cpu", **kwargs)
+    assert last_backend() == "cpu" and last_backend().reason == ""
+    monkeypatch.setattr(cpu, "onednn_problem", lambda dtype: "no oneDNN in this test")
+    y2, reds = scaled_mm(a, b, backend="cpu", **kwargs)
+    used = last_backend()
+    assert used == "cpu" and isinstance(used, BackendUsed)
+    # without oneDNN's gelu before the rounding, a bf16 GEMM would round twice: fp32 it is
+    assert used.reason == "no oneDNN in this test; ran torch.mm in float32 and the eager epilogue per block"
+    assert "no oneDNN in this test" in repr(used)
+    assert_y_close(y2, ref_y)
+    assert_reduction_close(reds[0], y2.float(), Reduce("sum"))
+    assert_reduction_close(reds[1], y2.float(), Reduce("amax", group=32))
+
+
+def test_onednn_check_runs_once_and_names_a_failure(monkeypatch):
+    assert cpu.onednn_problem(torch.float32) == ""  # this torch build has it
+    calls = []
+
+    def broken(*args):
+        calls.append(args)
+        raise RuntimeError("could not create a primitive\nmore detail")
+
+    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", broken)
+    cpu.onednn_problem.cache_clear()
+    try:
+        assert cpu.onednn_problem(torch.float32) == (
+            "torch.ops.mkldnn._linear_pointwise fails for torch.float32: could not create a primitive")
+        cpu.onednn_problem(torch.float32)
+        assert len(calls) == 1
+    finally:
+        cpu.onednn_problem.cache_clear()
+
+
+def test_fp8_weight_is_converted_once_per_version():
+    weight_cache.clear()
+    a = fresh(64, 128, dtype=torch.float32, device=CPU).to(torch.float8_e4m3fn)
+    b = fresh(256, 128, dtype=torch.float32, device=CPU).to(torch.float8_e4m3fn).t()  # column-major
+    first, _ = scaled_mm(a, b, scale_a=0.5, scale_b=2.0, out_dtype=torch.float32, backend="cpu")
+    assert weight_cache.cached_weights() == 1
+    again, _ = scaled_mm(a, b, scale_a=0.5, scale_b=2.0, out_dtype=torch.float32, backend="cpu")
+    assert torch.equal(first, again) and weight_cache.cached_weights() == 1
+    b.copy_((-b.float()).to(torch.float8_e4m3fn))  # in place: a new version; the cached copy is stale
+    flipped, _ = scaled_mm(a, b, scale_a=0.5, scale_b=2.0, out_dtype=torch.float32, backend="cpu")
+    torch.testing.assert_close(flipped, -first)
+    assert weight_cache.cached_weights() == 1
+    del b
+    gc.collect()
+    assert weight_cache.cached_weights() == 0
+
+
+def test_weight_cache_is_bounded_and_skips_inference_tensors():
+    weight_cache.clear()
+    weights = [torch.randn(32, 16).to(torch.float8_e4m3fn) for _ in range(weight_cache.CAPACITY + 3)]
+    for w in weights:
+        weight_cache.converted_weight(w, torch.float32)
+    assert weight_cache.cached_weights() == weight_cache.CAPACITY
+    with torch.inference_mode():
+        frozen = torch.randn(32, 16).to(torch.float8_e4m3fn)
+    weight_cache.clear()
+    converted = weight_cache.converted_weight(frozen, torch.bfloat16)
+    assert torch.equal(converted, frozen.t().to(torch.bfloat16)) and converted.is_contiguous()
+    assert weight_cache.cached_weights() == 0
+    same = torch.randn(16, 8, dtype=torch.bfloat16)
+    assert weight_cache.converted_weight(same, torch.bfloat16).data_ptr() == same.data_ptr()
+
+
+@pytest.mark.parametrize(("m", "n", "workers", "rows"), [
+    (512, 512, 2, 512),       # one block of 256K outputs: faster than two of 128K
+    (1024, 512, 2, 1024),
+    (1024, 1024, 2, 512),     # two blocks of 512K
+    (4096, 4096, 2, 256),
+    (8192, 8192, 2, 256),
+    (65536, 256, 2, 2048),
+    (64, 16384, 2, 32),
+    (7, 4096, 2, 7),
+    (1, 4096, 2, 1),
+    (300, 128, 2, 300),       # 38K outputs: one block
+    (512, 512, 1, 512),
+    (3000, 3000, 2, 250),     # twelve even blocks, one oneDNN primitive
+    (1000, 4096, 2, 250),
+])
+def test_block_rows(m, n, workers, rows):
+    assert cpu.block_rows(m, n, workers) == rows
+
+
+def test_fast_accum_runs_the_gemm_in_bf16_only_when_allowed():
+    a = torch.zeros(8, 16).to(torch.float8_e4m3fn)
+    from devcaps_kernels.problem import build_problem
+
+    def dtype(**kwargs):
+        p = build_problem(a, a.t(), kwargs.pop("sa", None), None, None, kwargs.pop("out", torch.bfloat16),
+                          kwargs.pop("epilogue", ()), (), True, kwargs.pop("fast", False))
+        return cpu._plan_dtype(p)
+
+    assert dtype() == torch.bfloat16                     # the bf16 GEMM output is y
+    assert dtype(sa=0.5) == torch.float32                # a scale after the GEMM: exact fp32
+    assert dtype(sa=0.5, fast=True) == torch.bfloat16    # opted in: one more rounding
+    assert dtype(out=torch.float32) == torch.float32
+    assert dtype(epilogue=[ep.gelu(), ep.relu()]) == torch.float32
+    assert dtype(epilogue=[ep.gelu()]) == torch.bfloat16  # oneDNN applies it before rounding
+
+
+def test_reduction_steps_derive_coarse_from_fine():
+    reductions = (Reduce("sum"), Reduce("sumsq"), Reduce("sum", group=64), Reduce("mean", group=64),
+                  Reduce("amax", group=128), Reduce("amax", group=32), Reduce("sum", group=96, source="fp32"))
+    steps = {s.index: s for s in cpu.reduction_steps(reductions, 384)}
+    assert [s.index for s in cpu.reduction_steps(reductions, 384)] == [5, 2, 3, 6, 4, 0, 1]
+    assert (steps[2].computes, steps[2].finer) == (True, None)      # group sums from the block
+    assert (steps[3].computes, steps[3].finer) == (False, None)     # mean: reuses those sums
+    assert (steps[0].computes, steps[0].finer) == (True, 64)        # row sum: from 6 group sums
+    assert (steps[4].computes, steps[4].finer) == (True, 32)        # amax 128 from amax 32
+    assert (steps[6].finer, steps[1].finer) == (None, None)         # other source, other family
+    assert steps[0].groups == 1 and steps[5].groups == 12
+
+
+def test_a_view_made_on_every_call_hits_the_cache():
+    weight_cache.clear()
+    w = torch.randn(96, 64).to(torch.float8_e4m3fn)  # nn.Linear layout [N, K]; b = w.t() per call
+    first = weight_cache.converted_weight(w.t(), torch.float32)
+    again = weight_cache.converted_weight(w.t(), torch.float32)
+    assert again is first and weight_cache.cached_weights() == 1
+    other_rows = weight_cache.converted_weight(w[:48].t(), torch.float32)  # same owner, another view
+    assert other_rows is not first and weight_cache.cached_weights() == 2
+    w.copy_(torch.zeros(96, 64).to(torch.float8_e4m3fn))  # the owner changes: both views are stale
+    assert not weight_cache.converted_weight(w.t(), torch.float32).any()
+    del w
+    gc.collect()
+    assert weight_cache.cached_weights() == 0
+
+
+def test_dense_copy_of_a_row_major_weight_for_few_rows():
+    weight_cache.clear()
+    b = torch.randn(64, 96, dtype=torch.bfloat16)  # [K, N] row-major
+    first = weight_cache.converted_weight(b, torch.bfloat16, dense=True)
+    assert first.data_ptr() == b.data_ptr() and weight_cache.cached_weights() == 0  # a one-off: no copy
+    dense = weight_cache.converted_weight(b, torch.bfloat16, dense=True)  # used again: copy it
+    assert dense.is_contiguous() and torch.equal(dense, b.t()) and weight_cache.cached_weights() == 1
+    assert weight_cache.converted_weight(b, torch.bfloat16, dense=True) is dense
+    column_major = torch.randn(96, 64, dtype=torch.bfloat16).t()
+    assert weight_cache.converted_weight(column_major, torch.bfloat16, dense=True).data_ptr() == column_major.data_ptr()
+    weight_cache.clear()
+    a = torch.randn(7, 64, dtype=torch.bfloat16)
+    y, _ = scaled_mm(a, b, backend="cpu")
+    y, _ = scaled_mm(a, b, backend="cpu")                      # 7 rows, twice: the dense copy is made
+    assert weight_cache.cached_weights() == 1
+    big, _ = scaled_mm(torch.randn(200, 64, dtype=torch.bfloat16), b, backend="cpu")  # no copy
+    assert weight_cache.cached_weights() == 1
+    assert_y_close(y, scaled_mm(a, b, backend="reference")[0])

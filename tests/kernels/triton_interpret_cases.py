@@ -13,9 +13,15 @@ import os
 import pytest
 import torch
 
+import devcaps_kernels.triton_backend as triton_backend
 from devcaps_kernels import Reduce, last_backend, scaled_mm
 from devcaps_kernels import epilogue as ep
-from pytest_devcaps.suites.kernels._checks import assert_reduction_close, assert_y_close, fresh
+from devcaps_kernels.epilogue import EpiOp
+from devcaps_kernels.problem import build_problem
+from devcaps_kernels.triton_configs import TileConfig
+from pytest_devcaps.suites.kernels._checks import (FP32_ACCUMULATION_RTOL, accumulation_error,
+                                                   assert_reduction_close, assert_y_close, fresh,
+                                                   huge_k_stride_views, large_k_fp8_operands)
 
 if os.environ.get("TRITON_INTERPRET") != "1":
     pytest.skip("run through test_triton_interpret.py (needs TRITON_INTERPRET=1 before triton "
@@ -122,3 +128,83 @@ def test_fp8_decode_every_code(fp8):
     one = torch.ones(1, 1).to(fp8)
     y, _ = scaled_mm(codes, one, out_dtype=torch.float32, backend="triton")
     torch.testing.assert_close(y, codes.float(), rtol=0, atol=0, equal_nan=True)
+
+
+# -- paths CI cannot compile: checked through the interpreter ---------------------------------
+
+def test_large_k_fp8_accumulates_in_fp32_decoded():
+    a, b = large_k_fp8_operands(4, 64, 4096, dtype=torch.float8_e4m3fn, device=CPU)
+    y, _ = scaled_mm(a, b, out_dtype=torch.float32, backend="triton")
+    assert accumulation_error(y, a, b) <= FP32_ACCUMULATION_RTOL
+
+
+@pytest.mark.parametrize(("fast_accum", "expected"), [(False, {32}), (True, {0})])
+def test_native_fp8_dot_asks_for_fp32_accumulation(monkeypatch, fast_accum, expected):
+    """The native-fp8 kernel (as on sm_90, where Triton accumulates imprecisely by default)
+    hands tl.dot max_num_imprecise_acc=BLOCK_K (32 here); with fast_accum=True it leaves
+    Triton's default (0 under the interpreter). The interpreter computes both in fp32."""
+    from triton.runtime import interpreter
+
+    seen = []
+    create_dot = interpreter.InterpreterBuilder.create_dot
+
+    def spy(self, a, b, d, input_precision, max_num_imprecise_acc):
+        seen.append(max_num_imprecise_acc)
+        return create_dot(self, a, b, d, input_precision, max_num_imprecise_acc)
+
+    monkeypatch.setattr(interpreter.InterpreterBuilder, "create_dot", spy)
+    monkeypatch.setattr(triton_backend, "_native_fp8", lambda p: True)
+    monkeypatch.setattr(triton_backend, "_fp8_imprecise", lambda: True)
+    a, b = large_k_fp8_operands(4, 64, 4096, dtype=torch.float8_e4m3fn, device=CPU)
+    y, _ = scaled_mm(a, b, out_dtype=torch.float32, backend="triton", fast_accum=fast_accum)
+    assert set(seen) == expected and len(seen) == 4096 // 32
+    assert accumulation_error(y, a, b) <= FP32_ACCUMULATION_RTOL
+
+
+def test_k_offsets_past_int32():
+    a, b = huge_k_stride_views(5, 16, 3, dtype=torch.float8_e4m3fn, device=CPU)
+    y, (total,) = triton_vs_reference(a, b, out_dtype=torch.float32, reductions=[Reduce("sum")])
+    torch.testing.assert_close(y, a.float() @ b.float(), rtol=1e-6, atol=1e-6)
+
+
+def test_fp8_bias_and_operands_are_refused():
+    a, b = fresh(6, 4, dtype=torch.bfloat16, device=CPU), fresh(4, 8, dtype=torch.bfloat16, device=CPU)
+    t = torch.zeros(8).to(torch.float8_e4m3fn)
+    with pytest.raises(TypeError, match=r"bias must not be fp8"):
+        scaled_mm(a, b, bias=t, backend="triton")
+    with pytest.raises(TypeError, match=r"epilogue\[0\] \(mul\) operand must not be fp8"):
+        scaled_mm(a, b, epilogue=[EpiOp("mul", operand=t)], backend="triton")
+
+
+def test_reductions_do_not_depend_on_the_autotuned_block_n(monkeypatch):
+    """Two configs with BLOCK_N 64 and 128 share segments of gcd(group, 64): run each alone
+    and every reduction is bitwise the same (same BLOCK_K, so y is the same too)."""
+    both = (TileConfig(32, 64, 32, 8, 4, 1), TileConfig(32, 128, 32, 8, 4, 1))
+    monkeypatch.setattr(triton_backend, "_tile_configs", lambda p, native: both)
+    m, n, k = 17, 256, 24
+    a, b = fresh(m, k, dtype=torch.float16, device=CPU), fresh(k, n, dtype=torch.float16, device=CPU)
+    reductions = [Reduce("sum"), Reduce("sumsq", group=128), Reduce("amax", group=32)]
+    results = []
+    for block_n in (64, 128):
+        monkeypatch.setattr(triton_backend, "prune_for_m",
+                            lambda configs, named_args, bn=block_n, **kw: [c for c in configs
+                                                                            if c.kwargs["BLOCK_N"] == bn])
+        triton_backend._KERNELS.clear()
+        results.append(triton_vs_reference(a, b, epilogue=[ep.silu()], reductions=reductions))
+        assert triton_backend._plan(build_problem(a, b, None, None, None, torch.bfloat16, [],
+                                                  reductions, True)).reductions[1][2] == 64
+    (y64, r64), (y128, r128) = results
+    assert torch.equal(y64, y128)
+    for first, second in zip(r64, r128):
+        assert torch.equal(first, second)
+
+
+def test_ragged_last_group():
+    m, n, k = 20, 100, 24
+    a, b = fresh(m, k, dtype=torch.bfloat16, device=CPU), fresh(k, n, dtype=torch.bfloat16, device=CPU)
+    # segments gcd(group, 64): 64 in tile, 16, 1, 64 + second pass over a padded pair, 8, 1
+    reductions = [Reduce(kind, group=g, ragged=True, source=src) for kind, g, src in (
+        ("sum", 64, "output"), ("mean", 48, "fp32"), ("amax", 3, "output"), ("sumsq", 128, "output"),
+        ("meansq", 40, "fp32"), ("sum", 7, "output"))]
+    y, reds = triton_vs_reference(a, b, epilogue=[ep.tanh()], reductions=reductions)
+    assert [tuple(r.shape) for r in reds] == [(m, 2), (m, 3), (m, 34), (m, 1), (m, 3), (m, 15)]

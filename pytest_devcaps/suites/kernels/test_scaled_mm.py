@@ -102,12 +102,31 @@ def test_every_reduction(device, dtype, kind, source):
     y, reds, _, ref_reds, _ = run_both(a, b, bias=fresh(n, dtype=dtype, device=device),
                                        epilogue=[ep.silu()], reductions=reductions)
     for r, got, ref in zip(reductions, reds, ref_reds):
-        assert got.shape == ((m,) if r.group is None else (m, n // r.group))
+        assert got.shape == r.out_shape(m, n) == ((m,) if r.group is None else (m, n // r.group))
         if source == "output":
             assert_reduction_close(got, y.float(), r)
         else:  # the fp32 accumulator is not returned: compare with the reference's own
             scale = float(ref.abs().max()) + 1e-30
             torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-4 * scale)
+
+
+RAGGED_GROUPS = [64, 48, 3, 128, 40, 7]
+
+
+@pytest.mark.parametrize("source", ["output", "fp32"])
+def test_ragged_last_group(device, dtype, source):
+    """N = 100: every group but the last holds ``group`` columns, the last the rest."""
+    m, n, k = 33, 100, 40
+    a, b = fresh(m, k, dtype=dtype, device=device), fresh(k, n, dtype=dtype, device=device)
+    reductions = [Reduce(kind, group=g, source=source, ragged=True)
+                  for kind, g in zip(["sum", "mean", "amax", "sumsq", "meansq", "sum"], RAGGED_GROUPS)]
+    y, reds, _, ref_reds, _ = run_both(a, b, epilogue=[ep.gelu()], reductions=reductions)
+    for r, got, ref in zip(reductions, reds, ref_reds):
+        assert got.shape == (m, -(-n // r.group))
+        if source == "output":
+            assert_reduction_close(got, y.float(), r)
+        else:
+            torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-4 * (float(ref.abs().max()) + 1e-30))
 
 
 @pytest.mark.parametrize("scales", ["tensorwise", "rowwise", "mixed", "number"])

@@ -1,0 +1,115 @@
+"""Autotuning configs of the fused Triton kernel: per vendor and dtype family, M bucketed.
+
+The tile lists follow Triton's matmul tutorial (``python/tutorials/03-matrix-multiplication.py``:
+``get_cuda_autotune_config`` with its 16-bit and "good config for fp8 inputs" halves, and
+``get_hip_autotune_config`` with ``waves_per_eu`` and ``num_stages=2``). Three changes:
+
+* every ``BLOCK_N`` is a power of two no smaller than :data:`MIN_BLOCK_N` (or N's own power
+  of two when N is smaller), so the reduction segments ``gcd(group, min BLOCK_N)`` divide every
+  config's tile: the workspace shape and the reduction order do not depend on which config
+  the autotuner picks (no atomics, the same partial sums in the same order);
+* fp8 on AMD gets ``BLOCK_K >= 64`` (the fp8 MFMA instructions take K in steps of 32 or 64);
+* the key buckets M to a power of two (:func:`m_bucket`), so a new batch size reuses the tuned
+  config of its bucket instead of benchmarking every config again (Inductor buckets the same
+  way); configs whose ``BLOCK_M`` is far above the bucket are pruned before benchmarking.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+#: Smallest ``BLOCK_N`` of any config (unless N itself is smaller).
+MIN_BLOCK_N = 64
+#: The autotune key: M is bucketed, N and K (fixed per weight in practice) are exact.
+AUTOTUNE_KEY = ("M_BUCKET", "N", "K")
+
+
+@dataclass(frozen=True)
+class TileConfig:
+    """One autotune candidate: tile sizes, launch options and backend-only options."""
+
+    block_m: int
+    block_n: int
+    block_k: int
+    group_m: int
+    num_warps: int
+    num_stages: int
+    options: tuple[tuple[str, int], ...] = ()  # e.g. (("waves_per_eu", 2),) on HIP
+
+
+def _tiles(rows: Sequence[tuple[int, int, int, int, int, int]],
+           options: tuple[tuple[str, int], ...] = ()) -> tuple[TileConfig, ...]:
+    return tuple(TileConfig(bm, bn, bk, gm, w, st, options) for bm, bn, bk, gm, w, st in rows)
+
+
+# (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages)
+_CUDA_16BIT = _tiles([(128, 256, 64, 8, 8, 3), (64, 256, 32, 8, 4, 4), (128, 128, 32, 8, 4, 4),
+                      (128, 64, 32, 8, 4, 4), (64, 128, 32, 8, 4, 4), (64, 64, 32, 8, 4, 4),
+                      (32, 64, 32, 8, 2, 5)])
+_CUDA_FP8 = _tiles([(128, 256, 128, 8, 8, 3), (256, 128, 128, 8, 8, 3), (256, 64, 128, 8, 4, 4),
+                    (64, 256, 128, 8, 4, 4), (128, 128, 128, 8, 4, 4), (128, 64, 64, 8, 4, 4),
+                    (64, 128, 64, 8, 4, 4), (64, 64, 64, 8, 4, 4)])
+# fp32 operands run tl.dot with input_precision="ieee" (no tensor cores): small tiles.
+_FP32 = _tiles([(64, 64, 32, 8, 4, 3), (128, 64, 32, 8, 4, 3), (64, 128, 32, 8, 4, 3),
+                (32, 64, 32, 8, 2, 4)])
+_HIP_16BIT = (
+    _tiles([(128, 256, 16, 1, 4, 2), (256, 256, 16, 4, 8, 2), (128, 128, 32, 1, 8, 2)], (("waves_per_eu", 2),))
+    + _tiles([(64, 128, 32, 8, 4, 2)], (("waves_per_eu", 3),))
+    + _tiles([(64, 64, 32, 1, 4, 2)], (("waves_per_eu", 8),)))
+_HIP_FP8 = (
+    _tiles([(128, 256, 64, 1, 4, 2), (256, 256, 64, 4, 8, 2), (128, 128, 128, 1, 8, 2)], (("waves_per_eu", 2),))
+    + _tiles([(64, 128, 128, 8, 4, 2)], (("waves_per_eu", 3),))
+    + _tiles([(64, 64, 64, 1, 4, 2)], (("waves_per_eu", 8),)))
+#: The interpreter benchmarks nothing and runs every program in Python: one small tile.
+INTERPRETER = (TileConfig(32, 64, 32, 8, 4, 1),)
+
+FAMILIES = ("fp8", "16bit", "fp32")
+_TABLE = {("cuda", "fp8"): _CUDA_FP8, ("cuda", "16bit"): _CUDA_16BIT, ("cuda", "fp32"): _FP32,
+          ("hip", "fp8"): _HIP_FP8, ("hip", "16bit"): _HIP_16BIT, ("hip", "fp32"): _FP32}
+
+
+def configs_for(vendor: str, family: str, n: int) -> tuple[TileConfig, ...]:
+    """The candidates for ``vendor`` (``"hip"``, else CUDA's list) and dtype ``family``
+    (``"fp8"``: operands go to ``tl.dot`` as fp8; ``"16bit"``: bf16/fp16, or fp8 decoded to bf16;
+    ``"fp32"``), with ``BLOCK_N`` capped at N's power of two (at least 16), duplicates dropped."""
+    if family not in FAMILIES:
+        raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
+    table = _TABLE[("hip" if vendor == "hip" else "cuda", family)]
+    cap = max(16, 1 << max(n - 1, 0).bit_length())
+    seen: dict[TileConfig, None] = {}
+    for c in table:
+        seen.setdefault(TileConfig(c.block_m, min(c.block_n, cap), c.block_k, c.group_m, c.num_warps,
+                                   c.num_stages, c.options), None)
+    return tuple(seen)
+
+
+def segment_base(configs: Sequence[TileConfig]) -> int:
+    """The smallest ``BLOCK_N``: reduction segments are ``gcd(group, segment_base)``, which
+    divides every config's ``BLOCK_N`` (all powers of two)."""
+    return min(c.block_n for c in configs)
+
+
+def m_bucket(m: int) -> int:
+    """M's autotune bucket: the next power of two, at least 16."""
+    return max(16, 1 << max(m - 1, 0).bit_length())
+
+
+def prune_for_m(configs: list[Any], named_args: dict[str, Any], **kwargs: Any) -> list[Any]:
+    """``early_config_prune`` for ``triton.autotune``: drop configs whose ``BLOCK_M`` exceeds
+    twice M's bucket (their rows would be mostly masked); keep the smallest if none is left."""
+    limit = 2 * int(named_args["M_BUCKET"])
+    kept = [c for c in configs if c.kwargs["BLOCK_M"] <= limit]
+    if kept:
+        return kept
+    smallest = min(c.kwargs["BLOCK_M"] for c in configs)
+    return [c for c in configs if c.kwargs["BLOCK_M"] == smallest]
+
+
+def triton_configs(configs: Sequence[TileConfig]) -> list[Any]:
+    """``triton.Config`` objects for ``configs`` (imports triton)."""
+    import triton
+
+    return [triton.Config({"BLOCK_M": c.block_m, "BLOCK_N": c.block_n, "BLOCK_K": c.block_k,
+                           "GROUP_M": c.group_m, **dict(c.options)},
+                          num_warps=c.num_warps, num_stages=c.num_stages) for c in configs]
