@@ -33,13 +33,15 @@ class BackendUsed(str):
         return f"{str.__repr__(self)} ({self.reason})" if self.reason else str.__repr__(self)
 
 
-_last_backend: BackendUsed | None = None
+# (name, reason) of the last call: plain strings, so that a call traced by torch.compile
+# (fullgraph) records it as a constant instead of constructing a str subclass in the graph.
+_last_backend: tuple[str, str] | None = None
 
 
 def last_backend() -> BackendUsed | None:
     """The backend the last ``scaled_mm`` call in this process used (None before any call):
     its name, with ``.reason`` saying why it fell back to a slower path ("" if it did not)."""
-    return _last_backend
+    return None if _last_backend is None else BackendUsed(*_last_backend)
 
 
 def choose_backend(device: torch.device, *,
@@ -109,7 +111,7 @@ def scaled_mm(
     name = (choose_backend(p.device, triton_available=triton_available) if backend == "auto"
             else backend)
     y, reduced, reason = _run(name, p, auto=backend == "auto")
-    _last_backend = BackendUsed(name, reason)
+    _last_backend = (name, reason)
     return y, tuple(reduced)
 
 
