@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_devcaps.errors import UnknownDeviceError
-from pytest_devcaps.parametrize import DEVICE_NAMES, DTYPE_NAMES, callspec_param
+from pytest_devcaps.marker_names import DEVICE_NAMES, DTYPE_NAMES, callspec_param
 from pytest_devcaps.pytorch_compat import class_device_type
 from pytest_devcaps.require import skip_unless_required
 from pytest_devcaps.state import session_state

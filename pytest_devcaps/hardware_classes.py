@@ -9,18 +9,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping
 
-from pytest_devcaps.conditions import device_names, static_device_names
 from pytest_devcaps.errors import MarkerError, did_you_mean
+from pytest_devcaps.marker_names import GENERIC_CLASS, HARDWARE_ATTRIBUTE
 
 if TYPE_CHECKING:
     from pytest_devcaps.registry import CapabilityRegistry
 
-GENERIC = "generic"
+GENERIC = GENERIC_CLASS
 ACCELERATOR = "accelerator"
 MARKER = "hardware"
-#: The class attribute PyTorch's device-generic test classes declare (``hw_classification =
-#: HardwareClassification.ACCELERATOR``); a plain string works too.
-ATTRIBUTE = "hw_classification"
+#: The class attribute PyTorch's device-generic test classes declare a class with.
+ATTRIBUTE = HARDWARE_ATTRIBUTE
 
 
 def normalise(value: Any) -> str:
@@ -31,6 +30,8 @@ def normalise(value: Any) -> str:
 
 def vocabulary(registry: CapabilityRegistry | None = None) -> tuple[str, ...]:
     """Every valid class: generic, accelerator, device types and vendors (the registry's too)."""
+    from pytest_devcaps.conditions import device_names, static_device_names  # the catalogue's
+
     names = device_names(registry) if registry is not None else static_device_names()
     return (GENERIC, ACCELERATOR, *[n for n in names if n not in (GENERIC, ACCELERATOR)])
 

@@ -28,24 +28,6 @@ __all__ = ["SIGNATURES", "Evaluation", "Missing", "capability_names", "check_key
 if TYPE_CHECKING:
     from pytest_devcaps.registry import CapabilityRegistry
 
-MARKER_LINES = (
-    "requires_capability(*capabilities, any_of=None, native=False): skip unless the test's device "
-    "has every capability (and at least one of any_of); native=True refuses emulated support.",
-    "requires_devices(n): skip unless at least n devices of the test's device type are present.",
-    "requires_memory(size, per_allocation=None, free=False): skip unless the device has at least "
-    "size memory ('24GiB' = 24*2**30 bytes, '24GB' = 24*10**9), free memory at test time with "
-    "free=True where the backend reports it, and per_allocation for the largest single allocation.",
-    "dtypes(*dtypes, when=None): parametrize the dtype fixture; when={'cuda': (...), 'amd': (...)} "
-    "gives a device type's or vendor's own list; dtypes the device lacks skip with the capability.",
-    "skip_on(when, reason): skip where a condition over device facts holds "
-    "(\"vendor == 'nvidia' and compute_capability < 9.0\"); the skip names the condition and facts.",
-    "xfail_on(when, reason, strict=False, raises=None): expect failure where a condition over "
-    "device facts holds.",
-    "tolerance(dtype=None, atol, rtol, when=None): the tolerance the tolerances fixture gives for "
-    "dtype on devices where when holds.",
-    "hardware(cls): the hardware class of a test: generic, accelerator, or a device type or vendor; "
-    "select with --devcaps-hardware.",
-)
 
 
 MissingKind = Literal["capability", "any_of", "dtype", "devices", "memory", "condition", "device"]

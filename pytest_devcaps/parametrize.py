@@ -14,14 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_devcaps.marker_names import DEVICE_NAMES, DTYPE_NAMES
 from pytest_devcaps.markers import dtype_name, dtypes_for
 
 if TYPE_CHECKING:
     from pytest_devcaps.state import SessionState
 
 FIXTURES_MODULE = "pytest_devcaps.fixtures"
-DEVICE_NAMES = ("device", "devcaps_device")
-DTYPE_NAMES = ("dtype", "devcaps_dtype")
 
 
 def defined_by(metafunc: pytest.Metafunc, name: str) -> Any:
@@ -50,12 +49,6 @@ def _ours_requested(metafunc: pytest.Metafunc, names: tuple[str, ...]) -> str | 
                 and not user_parametrizes(metafunc, name):
             return name
     return None
-
-
-def callspec_param(callspec: Any, names: tuple[str, ...]) -> Any:
-    """The first of ``names`` a test's callspec has (its device or dtype parameter), else None."""
-    params = getattr(callspec, "params", {})
-    return next((params[name] for name in names if name in params), None)
 
 
 def parametrize(metafunc: pytest.Metafunc, state: SessionState) -> None:

@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any, Generator, Sequence
 
 import pytest
 
-from pytest_devcaps import configwarnings, parametrize, xdist_hooks
-from pytest_devcaps import markers as _markers
+from pytest_devcaps import configwarnings, xdist_hooks
 from pytest_devcaps.errors import ConfigError, DevcapsError, did_you_mean
 from pytest_devcaps.fixtures import (  # noqa: F401  (fixtures are found by name on this module)
     devcaps,
@@ -31,6 +30,7 @@ from pytest_devcaps.fixtures import (  # noqa: F401  (fixtures are found by name
     item_device,
     tolerances,
 )
+from pytest_devcaps.marker_names import DEVICE_NAMES, DTYPE_NAMES, MARKER_LINES, MARKER_NAMES, callspec_param
 from pytest_devcaps.options import KNOWN_DEVICE_TYPES, DevcapsSettings, add_options, resolve_settings
 from pytest_devcaps.require import check_required, skip_unless_required
 from pytest_devcaps.state import (
@@ -69,7 +69,7 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    for line in _markers.MARKER_LINES:
+    for line in MARKER_LINES:
         config.addinivalue_line("markers", line)
     try:
         settings = resolve_settings(config)
@@ -211,7 +211,7 @@ def _check_device_types(settings: Any, present: list[str]) -> None:
 
 
 def _devcaps_marks(node: pytest.Item) -> list[pytest.Mark]:
-    return [m for m in node.iter_markers() if m.name in _markers.SIGNATURES]
+    return [m for m in node.iter_markers() if m.name in MARKER_NAMES]
 
 
 def _validate_marks(node: pytest.Item, registry: Any, fixturenames: Sequence[str] | None,
@@ -219,10 +219,12 @@ def _validate_marks(node: pytest.Item, registry: Any, fixturenames: Sequence[str
     """Check the devcaps marks ``node`` sees (``marks``, when the caller has them already); the
     test's own marks must also have the fixture they parametrize (a module's
     ``pytestmark = dtypes(...)`` serves only its dtype tests)."""
-    own = [m for m in node.own_markers if m.name in _markers.SIGNATURES]
+    from pytest_devcaps.markers import validate_marks
+
+    own = [m for m in node.own_markers if m.name in MARKER_NAMES]
     seen = _devcaps_marks(node) if marks is None else marks
-    _markers.validate_marks([m for m in seen if m not in own], registry)
-    _markers.validate_marks(own, registry, fixturenames)
+    validate_marks([m for m in seen if m not in own], registry)
+    validate_marks(own, registry, fixturenames)
 
 
 VALIDATED_KEY = pytest.StashKey[dict[tuple[str, str], tuple[pytest.Mark, ...]]]()
@@ -237,7 +239,7 @@ def _definition_key(node: pytest.Item) -> tuple[str, str]:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marks = _devcaps_marks(metafunc.definition)
-    if not marks and not any(name in metafunc.fixturenames for name in parametrize.DEVICE_NAMES):
+    if not marks and not any(name in metafunc.fixturenames for name in DEVICE_NAMES):
         return  # this test does not use devcaps: nothing is built for it
     state = session_state(metafunc.config)
     try:
@@ -253,7 +255,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         pytest.fail(f"{metafunc.definition.nodeid}: {problem}", pytrace=False)
     validated = metafunc.config.stash.setdefault(VALIDATED_KEY, {})
     validated[_definition_key(metafunc.definition)] = tuple(marks)
-    parametrize.parametrize(metafunc, state)
+    from pytest_devcaps.parametrize import parametrize
+
+    parametrize(metafunc, state)
 
 
 MARK_PROBLEM_KEY = pytest.StashKey[str]()
@@ -268,8 +272,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         marks = _devcaps_marks(item)
         callspec = getattr(item, "callspec", None)
-        uses_device = parametrize.callspec_param(callspec, parametrize.DEVICE_NAMES) is not None
-        dtype_param = parametrize.callspec_param(callspec, parametrize.DTYPE_NAMES)
+        uses_device = callspec_param(callspec, DEVICE_NAMES) is not None
+        dtype_param = callspec_param(callspec, DTYPE_NAMES)
         if not marks and not uses_device and dtype_param is None:
             continue  # this test does not use devcaps (and builds nothing)
         checked = config.stash.get(VALIDATED_KEY, {}).get(_definition_key(item))
@@ -282,7 +286,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         marks = [m for m in marks if m.name != "dtypes"]
         if not marks and not uses_device and dtype_param is None:
             continue
-        evaluation = _markers.evaluate(marks, state.registry, item_device(item), dtype_param)
+        from pytest_devcaps.markers import evaluate
+
+        evaluation = evaluate(marks, state.registry, item_device(item), dtype_param)
         item.stash[EVALUATION_KEY] = evaluation
         item.user_properties.append(("devcaps_device", evaluation.device))
         if evaluation.required:
@@ -294,7 +300,7 @@ def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.Fix
     """Set up our ``device`` fixture from its parameter without the fixture function (see
     ``fixtures.device_value``); caches the value or the error as pytest's own setup does
     (``_pytest/fixtures.py`` ``pytest_fixture_setup``)."""
-    if fixturedef.argname not in parametrize.DEVICE_NAMES or not is_device_fixture(fixturedef.func):
+    if fixturedef.argname not in DEVICE_NAMES or not is_device_fixture(fixturedef.func):
         return None
     key = fixturedef.cache_key(request)  # type: ignore[arg-type]
     try:

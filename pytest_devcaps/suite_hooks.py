@@ -3,25 +3,29 @@
 Registered by ``plugin`` next to it. At collection: every test is classified
 (:mod:`pytest_devcaps.classification`) and ``--devcaps-hardware`` deselects the others, and an
 ``xfail_on`` whose condition holds on the test's device becomes pytest's own ``xfail`` mark. At setup: ``requires_memory(free=True)`` is checked against the free memory of that
-moment. During the call: :data:`pytest_devcaps.testcase.PYTEST_TEST` tells the unittest
+moment. During the call: :data:`pytest_devcaps.running_test.PYTEST_TEST` tells the unittest
 bridge that pytest is running the test, so marks are not evaluated twice.
+
+A test with no devcaps mark and no declared class is ``generic`` without importing the
+classification machinery (most tests of most sessions the plugin is loaded into).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from typing import Any, Generator
+from typing import TYPE_CHECKING, Any, Generator
 
 import pytest
 
-from pytest_devcaps import classification, hardware_classes, markers
-from pytest_devcaps.conditions import known_facts
 from pytest_devcaps.errors import DevcapsError
-from pytest_devcaps.expectations import parse_condition
 from pytest_devcaps.fixtures import item_device
+from pytest_devcaps.marker_names import GENERIC_CLASS, HARDWARE_ATTRIBUTE, MARKER_NAMES
+from pytest_devcaps.running_test import PYTEST_TEST, PytestTest
 from pytest_devcaps.state import EVALUATION_KEY, session_state
-from pytest_devcaps.testcase import PYTEST_TEST, PytestTest
+
+if TYPE_CHECKING:
+    from pytest_devcaps.classification import Classification
 
 HARDWARE_KEY = pytest.StashKey[str]()
 #: Why a test could not be classified or expected (a misspelled ``hw_classification``); the
@@ -46,6 +50,10 @@ class SuiteHooks:
 
     def _selection(self) -> tuple[str, ...]:
         setting = session_state(self.config).settings.hardware
+        if not setting.value:
+            return ()
+        from pytest_devcaps import classification
+
         return classification.parse_selection(setting.value, setting.source, self._registry)
 
     @pytest.hookimpl(tryfirst=True)
@@ -58,7 +66,7 @@ class SuiteHooks:
         deselected: list[pytest.Item] = []
         for item in items:
             found = self._prepare(item)
-            if found is not None and selection and found.value not in selection:
+            if found is not None and selection and found not in selection:
                 deselected.append(item)
             else:
                 kept.append(item)
@@ -67,18 +75,29 @@ class SuiteHooks:
             config.hook.pytest_deselected(items=deselected)
             items[:] = kept
 
-    def _prepare(self, item: pytest.Item) -> classification.Classification | None:
-        """Classify and expect one test; None (and an error at setup) when that fails."""
+    def _prepare(self, item: pytest.Item) -> str | None:
+        """Classify and expect one test: its class, or None (and an error at setup)."""
         marks = list(item.iter_markers())
-        try:
-            found = classification.classify(marks, getattr(item, "cls", None), self._registry)
-            self._expect(item, marks)
-        except DevcapsError as exc:
-            item.stash[PROBLEM_KEY] = f"{item.nodeid}: {exc}"
-            return None
-        self.counts[found.value] += 1
-        self.inferred += found.inferred
-        item.stash[HARDWARE_KEY] = found.value
+        cls = getattr(item, "cls", None)
+        if not any(m.name in MARKER_NAMES for m in marks) and not hasattr(cls, HARDWARE_ATTRIBUTE):
+            value, inferred = GENERIC_CLASS, True  # what classify() says, without importing it
+        else:
+            try:
+                found = self._classify(item, marks, cls)
+            except DevcapsError as exc:
+                item.stash[PROBLEM_KEY] = f"{item.nodeid}: {exc}"
+                return None
+            value, inferred = found.value, found.inferred
+        self.counts[value] += 1
+        self.inferred += inferred
+        item.stash[HARDWARE_KEY] = value
+        return value
+
+    def _classify(self, item: pytest.Item, marks: list[pytest.Mark], cls: type | None) -> Classification:
+        from pytest_devcaps.classification import classify
+
+        found = classify(marks, cls, self._registry)
+        self._expect(item, marks)
         return found
 
     def _expect(self, item: pytest.Item, marks: list[pytest.Mark]) -> None:
@@ -86,6 +105,9 @@ class SuiteHooks:
         expected = [m for m in marks if m.name == "xfail_on"]
         if not expected:
             return
+        from pytest_devcaps.conditions import known_facts
+        from pytest_devcaps.expectations import parse_condition
+
         registry = self._registry()
         identity = registry.identity(item_device(item))
         for mark in expected:
@@ -100,7 +122,9 @@ class SuiteHooks:
     def pytest_report_collectionfinish(self, config: pytest.Config) -> list[str]:
         if not self.counts and not self.deselected:
             return []
-        line = (f"devcaps: hardware classes: {hardware_classes.count_text(self.counts)} "
+        from pytest_devcaps.hardware_classes import count_text
+
+        line = (f"devcaps: hardware classes: {count_text(self.counts)} "
                 f"({self.inferred} without a declared class)")
         setting = session_state(config).settings.hardware
         if setting.value:
@@ -134,12 +158,15 @@ class SuiteHooks:
 def _check_free_memory(item: pytest.Item) -> None:
     """``requires_memory(free=True)``: the free memory now, added to the test's evaluation."""
     evaluation = item.stash.get(EVALUATION_KEY, None)
+    if evaluation is None or evaluation.skip:
+        return  # not a devcaps test, or skipped already
     wanted = [m for m in item.iter_markers("requires_memory") if m.kwargs.get("free")]
-    if evaluation is not None and wanted and not evaluation.skip:
+    if wanted:
+        from pytest_devcaps.markers import free_memory_missing
         from pytest_devcaps.runtime import free_memory
 
         identity = session_state(item.config).registry.identity(evaluation.device)
-        extra = markers.free_memory_missing(wanted, identity, lambda i: free_memory(i.key))
+        extra = free_memory_missing(wanted, identity, lambda i: free_memory(i.key))
         if extra:
             item.stash[EVALUATION_KEY] = dataclasses.replace(
                 evaluation, missing=(*evaluation.missing, *extra))

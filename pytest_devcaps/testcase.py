@@ -18,7 +18,6 @@ pytest plugin runs a test, :data:`PYTEST_TEST` holds it and everything here defe
 
 from __future__ import annotations
 
-import contextvars
 import functools
 import os
 import sys
@@ -32,6 +31,7 @@ from pytest_devcaps import classification, markers
 from pytest_devcaps.errors import DevcapsError
 from pytest_devcaps.expectations import Condition, parse_condition
 from pytest_devcaps.pytorch_compat import class_device_type
+from pytest_devcaps.running_test import PYTEST_TEST
 from pytest_devcaps.tolerances import Tolerances, parse_tolerance
 
 if TYPE_CHECKING:
@@ -46,19 +46,6 @@ else:
     _Base = object
 
 ENV_HARDWARE = "PYTEST_DEVCAPS_HARDWARE"  # the same variable as the pytest option's
-
-
-@dataclass(frozen=True)
-class PytestTest:
-    """The test the pytest plugin is running now: its class (None for a function) and how to
-    get its device key (asked only when a TestCase wants it)."""
-
-    cls: type | None
-    device_of: Callable[[], str]
-
-
-PYTEST_TEST: contextvars.ContextVar[PytestTest | None] = contextvars.ContextVar(
-    "devcaps_pytest_test", default=None)
 
 
 def _registry() -> CapabilityRegistry:

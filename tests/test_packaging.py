@@ -25,6 +25,7 @@ def test_every_package_directory_is_declared() -> None:
     found |= {"devcaps_kernels" + "".join("." + part for part in p.parent.relative_to(ROOT / mapping["devcaps_kernels"]).parts)
               for p in (ROOT / mapping["devcaps_kernels"]).rglob("__init__.py")}
     found.add("pytest_devcaps.profiles")  # data only: the shipped device profiles
+    found.add("pytest_devcaps.report.schemas")  # data only: the reports' JSON Schema
     assert sorted(found) == sorted(packages)
 
 
@@ -40,6 +41,7 @@ def test_wheel_contents(tmp_path: Path) -> None:
     assert "devcaps: 1" in catalogue and "dtype.fp8_e4m3fn" in catalogue
     assert "pytest_devcaps/py.typed" in names
     assert "pytest_devcaps/profiles/nvidia-h200.yaml" in names
+    assert "pytest_devcaps/report/schemas/devcaps-report.schema.json" in names
     assert "devcaps_kernels/__init__.py" in names
     assert not any(n.startswith("kernels/") for n in names)
     assert "[pytest11]\ndevcaps = pytest_devcaps.plugin" in entry_points

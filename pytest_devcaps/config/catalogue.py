@@ -188,14 +188,23 @@ class Catalogue:
 
     def aliases(self) -> Mapping[str, str]:
         """Every alias and the capability it resolves to (``dtype.fp8`` -> ``mm.scaled``)."""
-        return {alias: spec.name for spec in self.capabilities.values() for alias in spec.aliases}
+        return self._alias_table
+
+    @functools.cached_property
+    def _alias_table(self) -> Mapping[str, str]:
+        # built once per catalogue (its capabilities are a FrozenMap): asked per test by markers
+        # and classification
+        return FrozenMap({alias: spec.name for spec in self.capabilities.values()
+                          for alias in spec.aliases})
 
     def capability_for_dtype(self, dtype_name: str) -> str | None:
         """The capability gating torch dtype ``dtype_name`` (``bfloat16``), None when none does."""
-        return self._dtype_index().get(dtype_name)
+        return self._dtype_index.get(dtype_name)
 
+    @functools.cached_property
     def _dtype_index(self) -> Mapping[str, str]:
-        return {dtype: spec.name for spec in self.capabilities.values() for dtype in spec.dtypes}
+        return FrozenMap({dtype: spec.name for spec in self.capabilities.values()
+                          for dtype in spec.dtypes})
 
     def implication_order(self) -> list[str]:
         """Capability names, every capability after the ones it implies (they are acyclic)."""

@@ -6,12 +6,12 @@ Importing it imports no torch: the plugin registers it in every session.
 from __future__ import annotations
 
 import os
+import sys
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_devcaps.distributed import settings
-from pytest_devcaps.distributed.pool import close_worlds
 
 if TYPE_CHECKING:
     import torch
@@ -44,8 +44,11 @@ def distributed(device: torch.device, dist_backend: str, devcaps: DeviceCapabili
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """The session's worlds end with it (their ranks would otherwise wait until exit)."""
-    close_worlds()
+    """The session's worlds end with it (their ranks would otherwise wait until exit). No
+    world was started unless the pool was imported: a session without one imports nothing."""
+    pool = sys.modules.get("pytest_devcaps.distributed.pool")
+    if pool is not None:
+        pool.close_worlds()
 
 
 def timeout_of(item: pytest.Item) -> float | None:

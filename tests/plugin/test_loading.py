@@ -156,6 +156,44 @@ def test_autoloaded_plugin_imports_no_torch_for_a_torch_free_suite(
     result.stdout.no_fnmatch_line("devcaps: * device(s)*")  # no registry, so no header
 
 
+#: What a session of plain tests must not import: torch, YAML, the catalogue and the machinery
+#: behind markers, parametrization, classification and distributed worlds.
+MACHINERY = ("torch", "yaml", "pytest_devcaps.config", "pytest_devcaps.markers",
+             "pytest_devcaps.parametrize", "pytest_devcaps.conditions",
+             "pytest_devcaps.classification", "pytest_devcaps.testcase",
+             "pytest_devcaps.distributed.pool", "pytest_devcaps.registry.build")
+
+
+def test_a_session_of_plain_tests_imports_none_of_the_machinery(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Checked after the whole session (collection, report lines, session finish), for
+    functions and classes; the plugin still counts their hardware class (generic)."""
+    monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    pytester.makeconftest(
+        f"""
+        import sys
+
+        def pytest_unconfigure(config):
+            loaded = [name for name in {MACHINERY!r} if name in sys.modules]
+            print("machinery loaded:", loaded)
+        """
+    )
+    pytester.makepyfile(
+        """
+        class TestPlain:
+            def test_method(self):
+                pass
+
+        def test_function():
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("-s", "-p", "no:randomly")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["devcaps: hardware classes: generic 2 (2 without a declared class)",
+                                 "machinery loaded: []"])
+
+
 def test_registry_error_found_at_first_use_is_one_usage_error(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(
         """

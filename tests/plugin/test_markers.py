@@ -268,3 +268,12 @@ def test_per_allocation_cap_unknown_on_capped_backend() -> None:
     assert "the largest allowed is 2GiB" in capped.reason
     uncapped = evaluate([mark], registry({}), "mps:0")
     assert not uncapped.skip
+
+
+def test_every_marker_the_plugin_recognises_by_name_has_a_signature() -> None:
+    """The plugin's hooks pick devcaps marks by name (``marker_names``) before importing
+    ``markers``: the two lists must name the same markers."""
+    from pytest_devcaps.marker_names import MARKER_NAMES
+    from pytest_devcaps.markers import SIGNATURES
+
+    assert MARKER_NAMES == set(SIGNATURES) and len(MARKER_NAMES) == 8

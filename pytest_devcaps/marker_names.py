@@ -1,0 +1,50 @@
+"""The names the plugin recognises on every test before it needs any of their machinery.
+
+Every pytest session of an environment loads the plugin, most of them never using devcaps: its
+hooks look at each test's marks and fixtures by these names alone, and import ``markers``,
+``parametrize`` and the catalogue only for a test that has one (``tests/test_architecture.py``
+checks that a session of plain tests imports none of them).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: ``pytest --markers`` lines of every devcaps marker (``markers.SIGNATURES`` has one entry each).
+MARKER_LINES = (
+    "requires_capability(*capabilities, any_of=None, native=False): skip unless the test's device "
+    "has every capability (and at least one of any_of); native=True refuses emulated support.",
+    "requires_devices(n): skip unless at least n devices of the test's device type are present.",
+    "requires_memory(size, per_allocation=None, free=False): skip unless the device has at least "
+    "size memory ('24GiB' = 24*2**30 bytes, '24GB' = 24*10**9), free memory at test time with "
+    "free=True where the backend reports it, and per_allocation for the largest single allocation.",
+    "dtypes(*dtypes, when=None): parametrize the dtype fixture; when={'cuda': (...), 'amd': (...)} "
+    "gives a device type's or vendor's own list; dtypes the device lacks skip with the capability.",
+    "skip_on(when, reason): skip where a condition over device facts holds "
+    "(\"vendor == 'nvidia' and compute_capability < 9.0\"); the skip names the condition and facts.",
+    "xfail_on(when, reason, strict=False, raises=None): expect failure where a condition over "
+    "device facts holds.",
+    "tolerance(dtype=None, atol, rtol, when=None): the tolerance the tolerances fixture gives for "
+    "dtype on devices where when holds.",
+    "hardware(cls): the hardware class of a test: generic, accelerator, or a device type or vendor; "
+    "select with --devcaps-hardware.",
+)
+
+#: The devcaps markers, by name.
+MARKER_NAMES = frozenset(line.split("(", 1)[0] for line in MARKER_LINES)
+
+#: The class a test with no declared class and no requirement gets, and the class attribute
+#: PyTorch's device-generic test classes declare one with (``hw_classification =
+#: HardwareClassification.ACCELERATOR``; a plain string works too).
+GENERIC_CLASS = "generic"
+HARDWARE_ATTRIBUTE = "hw_classification"
+
+#: Our device and dtype fixtures (the short names and the ``devcaps_`` ones that never clash).
+DEVICE_NAMES = ("device", "devcaps_device")
+DTYPE_NAMES = ("dtype", "devcaps_dtype")
+
+
+def callspec_param(callspec: Any, names: tuple[str, ...]) -> Any:
+    """The first of ``names`` a test's callspec has (its device or dtype parameter), else None."""
+    params = getattr(callspec, "params", {})
+    return next((params[name] for name in names if name in params), None)
