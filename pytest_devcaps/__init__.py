@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pytest_devcaps.model import CapabilityRecord, DeviceIdentity, Fact, Level, ProbeOutcome
 from pytest_devcaps.version import __version__
 
 if TYPE_CHECKING:
+    from pytest_devcaps.model import CapabilityRecord, DeviceIdentity, Fact, Level, ProbeOutcome
     from pytest_devcaps.decorators import (
         hardware,
         requires_capabilities,
@@ -31,6 +31,11 @@ if TYPE_CHECKING:
 #: Names served lazily (importing this package must stay light: the probe child imports it),
 #: by the module that defines them.
 _LAZY = {
+    "CapabilityRecord": "model",
+    "DeviceIdentity": "model",
+    "Fact": "model",
+    "Level": "model",
+    "ProbeOutcome": "model",
     "CapabilityRegistry": "registry",
     "DeviceCapabilities": "registry",
     "hardware": "decorators",
@@ -49,15 +54,7 @@ _LAZY = {
     "Tolerances": "tolerances",
 }
 
-__all__ = [
-    "CapabilityRecord",
-    "DeviceIdentity",
-    "Fact",
-    "Level",
-    "ProbeOutcome",
-    "__version__",
-    *_LAZY,
-]
+__all__ = ["__version__", *_LAZY]
 
 PLUGIN_NAME = "devcaps"
 

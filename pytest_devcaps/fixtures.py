@@ -10,7 +10,6 @@ import pytest
 
 from pytest_devcaps.errors import UnknownDeviceError
 from pytest_devcaps.marker_names import DEVICE_NAMES, DTYPE_NAMES, callspec_param
-from pytest_devcaps.pytorch_compat import class_device_type
 from pytest_devcaps.require import skip_unless_required
 from pytest_devcaps.state import session_state
 
@@ -32,7 +31,13 @@ def item_device(item: pytest.Item) -> str:
             return state.registry.identity(str(param)).key
         except UnknownDeviceError:  # an empty parameter set, or a parameter not a device here
             pass
-    kind = class_device_type(getattr(item, "cls", None))
+    cls = getattr(item, "cls", None)
+    if cls is None:  # a test function: its callspec or the primary device
+        kind = None
+    else:
+        from pytest_devcaps.pytorch_compat import class_device_type
+
+        kind = class_device_type(cls)
     if kind is not None:
         try:
             return state.registry.identity(kind).key

@@ -9,19 +9,20 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import pytest
 
 from pytest_devcaps.errors import ConfigError
-from pytest_devcaps.files import replace_refusal
-from pytest_devcaps.registry import CapabilitySetting, RegistryOptions
-from pytest_devcaps.registry.options import (
+from pytest_devcaps.seconds import (
     DEFAULT_PROBE_TIMEOUT,
     MAX_PROBE_TIMEOUT,
     check_probe_timeout,
     parse_seconds,
 )
+
+if TYPE_CHECKING:  # loaded where used: every pytest session resolves these options
+    from pytest_devcaps.registry.options import CapabilitySetting, RegistryOptions
 
 ENV_DEVICES = "PYTEST_DEVCAPS_DEVICES"
 ENV_EXCEPT = "PYTEST_DEVCAPS_EXCEPT"
@@ -174,6 +175,8 @@ def _json_path(text: str | None) -> str | None:
         return None
     if not text.strip():
         raise ConfigError("needs a file path", file="--devcaps-json")
+    from pytest_devcaps.files import replace_refusal
+
     refusal = replace_refusal(Path(text))
     if refusal:
         raise ConfigError(refusal, file="--devcaps-json")
@@ -221,8 +224,12 @@ def resolve_settings(config: pytest.Config) -> DevcapsSettings:
             state = "is not a regular file" if Path(path).exists() else "does not exist"
             raise ConfigError(f"override file {str(path)!r} {state}", file=overrides.source)
 
-    settings = tuple(CapabilitySetting.parse(text, source="--devcaps-set")
-                     for text in config.getoption("devcaps_set"))
+    settings: tuple[CapabilitySetting, ...] = ()
+    if config.getoption("devcaps_set"):
+        from pytest_devcaps.registry.options import CapabilitySetting
+
+        settings = tuple(CapabilitySetting.parse(text, source="--devcaps-set")
+                         for text in config.getoption("devcaps_set"))
     timeout_value = DEFAULT_PROBE_TIMEOUT
     if timeout.value not in (None, ""):
         timeout_value = check_probe_timeout(timeout.value, source=timeout.source)

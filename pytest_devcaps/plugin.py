@@ -34,7 +34,10 @@ from pytest_devcaps.marker_names import DEVICE_NAMES, DTYPE_NAMES, MARKER_LINES,
 from pytest_devcaps.options import KNOWN_DEVICE_TYPES, DevcapsSettings, add_options, resolve_settings
 from pytest_devcaps.require import check_required, skip_unless_required
 from pytest_devcaps.state import (
+    CLASS_PROBLEM_KEY,
     EVALUATION_KEY,
+    HARDWARE_KEY,
+    HARDWARE_REPORT_KEY,
     STATE_KEY,
     RegistryUnavailable,
     Selection,
@@ -142,7 +145,10 @@ def _make_current(device: str, who: str) -> None:
 def _register_optional_plugins(config: pytest.Config) -> None:
     from pytest_devcaps import reporting
 
-    config.pluginmanager.register(reporting.ReportingPlugin(config), "devcaps-reporting")
+    reporter = reporting.ReportingPlugin(config)
+    config.pluginmanager.register(reporter, "devcaps-reporting")
+    if session_state(config).settings.json_path:
+        config.pluginmanager.register(reporter.outcomes, "devcaps-outcomes")
     from pytest_devcaps.suite_hooks import SuiteHooks
 
     config.pluginmanager.register(SuiteHooks(config), "devcaps-suites")
@@ -293,6 +299,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.user_properties.append(("devcaps_device", evaluation.device))
         if evaluation.required:
             item.user_properties.append(("devcaps_requires", ",".join(evaluation.required)))
+    _register_run_hooks(config, items)
+
+
+RUN_HOOKS = "devcaps-run"
+_USES_DEVCAPS = (EVALUATION_KEY, MARK_PROBLEM_KEY, CLASS_PROBLEM_KEY)
+
+
+def _register_run_hooks(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The setup and report hooks, where a collected test uses devcaps or a JSON report wants
+    every test's hardware class: a session of plain tests pays no hook call per test for them."""
+    manager = config.pluginmanager
+    if manager.has_plugin(RUN_HOOKS):
+        return
+    if session_state(config).settings.json_path or \
+            any(key in item.stash for item in items for key in _USES_DEVCAPS):
+        manager.register(RunHooks(), RUN_HOOKS)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -312,31 +334,53 @@ def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.Fix
     return value
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    if MARK_PROBLEM_KEY in item.stash:
-        pytest.fail(item.stash[MARK_PROBLEM_KEY], pytrace=False)
+class RunHooks:
+    """Per-test hooks of tests that use devcaps (registered by ``_register_run_hooks``)."""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        _setup(item)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        report = yield
+        _annotate(report, item)
+        return report
+
+
+def _setup(item: pytest.Item) -> None:
+    """Errors for wrong marks or classes, free memory now, then the capability skip."""
+    for problem in (CLASS_PROBLEM_KEY, MARK_PROBLEM_KEY):
+        if problem in item.stash:
+            pytest.fail(item.stash[problem], pytrace=False)
     evaluation = item.stash.get(EVALUATION_KEY, None)
-    if evaluation is None or not evaluation.skip:
+    if evaluation is None:
         return
+    if not evaluation.skip:
+        from pytest_devcaps.suite_hooks import check_free_memory
+
+        check_free_memory(item)  # requires_memory(free=True), now
+        evaluation = item.stash[EVALUATION_KEY]
+        if not evaluation.skip:
+            return
     skip_unless_required(item.config, evaluation.missing, evaluation.reason)
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
-    report = yield
+def _annotate(report: pytest.TestReport, item: pytest.Item) -> None:
+    """The skip points at the test; the report carries the evaluation and hardware class."""
     evaluation = item.stash.get(EVALUATION_KEY, None)
     if evaluation is not None and evaluation.skip and report.skipped and isinstance(report.longrepr, tuple):
         # Point the skip at the test, not at this plugin (as pytest does for skip marks).
         filename, line = item.reportinfo()[:2]
         report.longrepr = (str(filename), (line or 0) + 1, report.longrepr[2])
+    if HARDWARE_KEY in item.stash:
+        report.__dict__[HARDWARE_REPORT_KEY] = item.stash[HARDWARE_KEY]
     if evaluation is not None:
         report.__dict__["devcaps"] = {
             "device": evaluation.device,
             "requires": list(evaluation.required),
             "missing": [m.to_dict() for m in evaluation.missing],
         }
-    return report
 
 
 HEADER_SHOWN_KEY = pytest.StashKey[bool]()

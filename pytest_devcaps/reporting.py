@@ -69,8 +69,9 @@ def record_outcome(entry: dict[str, Any], when: str, category: str) -> None:
         entry["outcome"] = category
 
 
-class ReportingPlugin:
-    """Collects per-test outcomes (reports from xdist workers too) and writes the summaries.
+class OutcomeRecorder:
+    """Per-test outcomes for the JSON report (reports from xdist workers too), registered only
+    when one is asked for: every other session is spared a hook call per report.
 
     Outcomes are the categories pytest's terminal counts (``pytest_report_teststatus``, the
     hook that plugins such as pytest-rerunfailures extend), so the JSON report's ``summary``
@@ -82,9 +83,6 @@ class ReportingPlugin:
         self.tests: dict[str, dict[str, Any]] = {}
         self.summary: Counter[str] = Counter()
         self.collection_errors: list[dict[str, str]] = []
-        self.started = time.time()
-        self.keep_tests = bool(session_state(config).settings.json_path)
-        """Outcomes are counted only for a JSON report (a cost per test otherwise)."""
 
     def _count(self, report: pytest.TestReport | pytest.CollectReport) -> str:
         status = self.config.hook.pytest_report_teststatus(report=report, config=self.config)
@@ -94,8 +92,6 @@ class ReportingPlugin:
         return category
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if not self.keep_tests:
-            return
         data = report.__dict__.get("devcaps")
         entry = self.tests.setdefault(report.nodeid, {"nodeid": report.nodeid, "outcome": None})
         if isinstance(data, dict):
@@ -106,10 +102,19 @@ class ReportingPlugin:
         record_outcome(entry, report.when, self._count(report))
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        if report.failed and self.keep_tests:
+        if report.failed:
             self._count(report)
             self.collection_errors.append({"nodeid": report.nodeid,
                                            "longrepr": str(report.longrepr)})
+
+
+class ReportingPlugin:
+    """The skipped-by-capability summary and the JSON report at the end of the session; its
+    ``outcomes`` recorder is registered beside it for ``--devcaps-json``."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.outcomes = OutcomeRecorder(config)
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
@@ -133,10 +138,10 @@ class ReportingPlugin:
         if path is None:
             return  # another rank of a launched world writes it
         try:
-            write_json_report(path, state, list(self.tests.values()),
+            write_json_report(path, state, list(self.outcomes.tests.values()),
                               exitstatus=int(exitstatus), mode="run",
-                              outcomes={"summary": dict(self.summary),
-                                        "collection_errors": self.collection_errors})
+                              outcomes={"summary": dict(self.outcomes.summary),
+                                        "collection_errors": self.outcomes.collection_errors})
         except (OSError, DevcapsError) as exc:  # the path changed since configure checked it
             message = f"pytest-devcaps: --devcaps-json: cannot write {state.settings.json_path!r}: {exc}"
             terminal = self.config.pluginmanager.get_plugin("terminalreporter")

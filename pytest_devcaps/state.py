@@ -90,6 +90,13 @@ class SessionState:
 
 STATE_KEY = pytest.StashKey[SessionState]()
 EVALUATION_KEY = pytest.StashKey["Evaluation"]()
+#: A test's hardware class (``suite_hooks`` at collection), carried on its reports as
+#: ``HARDWARE_REPORT_KEY`` (an attribute that travels with xdist reports) for the JSON report.
+HARDWARE_KEY = pytest.StashKey[str]()
+HARDWARE_REPORT_KEY = "devcaps_hardware"
+#: Why a test could not be classified or expected (a misspelled ``hw_classification``); the
+#: test errors at setup with it.
+CLASS_PROBLEM_KEY = pytest.StashKey[str]()
 
 
 def session_state(config: pytest.Config) -> SessionState:

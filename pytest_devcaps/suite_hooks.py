@@ -2,9 +2,11 @@
 
 Registered by ``plugin`` next to it. At collection: every test is classified
 (:mod:`pytest_devcaps.classification`) and ``--devcaps-hardware`` deselects the others, and an
-``xfail_on`` whose condition holds on the test's device becomes pytest's own ``xfail`` mark. At setup: ``requires_memory(free=True)`` is checked against the free memory of that
-moment. During the call: :data:`pytest_devcaps.running_test.PYTEST_TEST` tells the unittest
-bridge that pytest is running the test, so marks are not evaluated twice.
+``xfail_on`` whose condition holds on the test's device becomes pytest's own ``xfail`` mark. At
+setup (called from the plugin's own setup hook): ``requires_memory(free=True)`` is checked
+against the free memory of that moment. During the call, where a collected module uses the
+unittest bridge: :data:`pytest_devcaps.running_test.PYTEST_TEST` tells it that pytest is
+running the test, so marks are not evaluated twice.
 
 A test with no devcaps mark and no declared class is ``generic`` without importing the
 classification machinery (most tests of most sessions the plugin is loaded into).
@@ -13,6 +15,7 @@ classification machinery (most tests of most sessions the plugin is loaded into)
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections import Counter
 from typing import TYPE_CHECKING, Any, Generator
 
@@ -21,18 +24,11 @@ import pytest
 from pytest_devcaps.errors import DevcapsError
 from pytest_devcaps.fixtures import item_device
 from pytest_devcaps.marker_names import GENERIC_CLASS, HARDWARE_ATTRIBUTE, MARKER_NAMES
-from pytest_devcaps.running_test import PYTEST_TEST, PytestTest
-from pytest_devcaps.state import EVALUATION_KEY, session_state
+from pytest_devcaps.state import CLASS_PROBLEM_KEY, EVALUATION_KEY, HARDWARE_KEY, session_state
 
 if TYPE_CHECKING:
     from pytest_devcaps.classification import Classification
 
-HARDWARE_KEY = pytest.StashKey[str]()
-#: Why a test could not be classified or expected (a misspelled ``hw_classification``); the
-#: test errors at setup with it.
-PROBLEM_KEY = pytest.StashKey[str]()
-#: The report attribute (travelling with xdist reports) that carries a test's hardware class.
-HARDWARE_REPORT_KEY = "devcaps_hardware"
 EXPECTATION_PROPERTY = "devcaps_xfail_on"
 
 
@@ -85,7 +81,7 @@ class SuiteHooks:
             try:
                 found = self._classify(item, marks, cls)
             except DevcapsError as exc:
-                item.stash[PROBLEM_KEY] = f"{item.nodeid}: {exc}"
+                item.stash[CLASS_PROBLEM_KEY] = f"{item.nodeid}: {exc}"
                 return None
             value, inferred = found.value, found.inferred
         self.counts[value] += 1
@@ -132,22 +128,24 @@ class SuiteHooks:
                      f"{self.deselected} deselected")
         return [line]
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item) -> Generator[None, Any, Any]:
-        report = yield
-        if HARDWARE_KEY in item.stash:
-            report.__dict__[HARDWARE_REPORT_KEY] = item.stash[HARDWARE_KEY]
-        return report
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """The collected modules are imported: the call hook is needed where one of them uses
+        the unittest bridge (every other test is spared a hook wrapper)."""
+        manager = session.config.pluginmanager
+        if "pytest_devcaps.testcase" in sys.modules and not manager.has_plugin(BRIDGE_PLUGIN):
+            manager.register(BridgeHooks(), BRIDGE_PLUGIN)
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, None, None]:
-        if PROBLEM_KEY in item.stash:
-            pytest.fail(item.stash[PROBLEM_KEY], pytrace=False)
-        _check_free_memory(item)
-        return (yield)
+
+BRIDGE_PLUGIN = "devcaps-unittest-bridge"
+
+
+class BridgeHooks:
+    """Registered once the unittest bridge (``testcase``) is imported."""
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
+        from pytest_devcaps.running_test import PYTEST_TEST, PytestTest
+
         token = PYTEST_TEST.set(PytestTest(getattr(item, "cls", None), lambda: item_device(item)))
         try:
             return (yield)
@@ -155,7 +153,7 @@ class SuiteHooks:
             PYTEST_TEST.reset(token)
 
 
-def _check_free_memory(item: pytest.Item) -> None:
+def check_free_memory(item: pytest.Item) -> None:
     """``requires_memory(free=True)``: the free memory now, added to the test's evaluation."""
     evaluation = item.stash.get(EVALUATION_KEY, None)
     if evaluation is None or evaluation.skip:

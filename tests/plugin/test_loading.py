@@ -161,7 +161,9 @@ def test_autoloaded_plugin_imports_no_torch_for_a_torch_free_suite(
 MACHINERY = ("torch", "yaml", "pytest_devcaps.config", "pytest_devcaps.markers",
              "pytest_devcaps.parametrize", "pytest_devcaps.conditions",
              "pytest_devcaps.classification", "pytest_devcaps.testcase",
-             "pytest_devcaps.distributed.pool", "pytest_devcaps.registry.build")
+             "pytest_devcaps.distributed.pool", "pytest_devcaps.registry.build",
+             "pytest_devcaps.registry.options", "pytest_devcaps.model",
+             "pytest_devcaps.running_test")
 
 
 def test_a_session_of_plain_tests_imports_none_of_the_machinery(
