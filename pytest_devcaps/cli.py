@@ -12,7 +12,7 @@ import sys
 from typing import Sequence
 
 from pytest_devcaps.errors import ConfigError, DevcapsError
-from pytest_devcaps.registry.options import DEFAULT_PROBE_TIMEOUT, check_probe_timeout
+from pytest_devcaps.seconds import DEFAULT_PROBE_TIMEOUT, check_probe_timeout
 from pytest_devcaps.version import __version__
 
 EXIT_USAGE = 2

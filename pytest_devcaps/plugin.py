@@ -303,7 +303,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 RUN_HOOKS = "devcaps-run"
-_USES_DEVCAPS = (EVALUATION_KEY, MARK_PROBLEM_KEY, CLASS_PROBLEM_KEY)
 
 
 def _register_run_hooks(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -313,8 +312,14 @@ def _register_run_hooks(config: pytest.Config, items: list[pytest.Item]) -> None
     if manager.has_plugin(RUN_HOOKS):
         return
     if session_state(config).settings.json_path or \
-            any(key in item.stash for item in items for key in _USES_DEVCAPS):
+            any(_uses_devcaps(item) for item in items):
         manager.register(RunHooks(), RUN_HOOKS)
+
+
+def _uses_devcaps(item: pytest.Item) -> bool:
+    """Evaluated marks or a device parameter, or marks or a class that failed to check."""
+    stash = item.stash
+    return EVALUATION_KEY in stash or MARK_PROBLEM_KEY in stash or CLASS_PROBLEM_KEY in stash
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -1,7 +1,7 @@
 """Durations from options, environment variables, ini keys and arguments: seconds checked once.
 
-Apart from ``registry.options`` (which names them too) so that resolving a session's options
-costs no import of the registry's option records.
+Apart from ``registry.options`` so that resolving a session's options costs no import of the
+registry's option records.
 """
 
 from __future__ import annotations

@@ -7,12 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 from pytest_devcaps.errors import ConfigError, did_you_mean
-from pytest_devcaps.seconds import (  # noqa: F401  (the registry's knobs, named here too)
-    DEFAULT_PROBE_TIMEOUT,
-    MAX_PROBE_TIMEOUT,
-    check_probe_timeout,
-    parse_seconds,
-)
+from pytest_devcaps.seconds import DEFAULT_PROBE_TIMEOUT, check_probe_timeout
 
 if TYPE_CHECKING:  # the model loads where a setting is parsed: every pytest session imports this
     from pytest_devcaps.model import DeviceIdentity, Level
