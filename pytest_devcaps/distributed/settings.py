@@ -7,11 +7,10 @@ variable or argument and what it takes. Standard library only.
 
 from __future__ import annotations
 
-import math
 import os
-from typing import Mapping
 
 from pytest_devcaps.errors import ConfigError
+from pytest_devcaps.seconds import parse_seconds
 
 TIMEOUT_VARIABLE = "DEVCAPS_DIST_TIMEOUT"
 PG_TIMEOUT_VARIABLE = "DEVCAPS_DIST_PG_TIMEOUT"
@@ -32,27 +31,20 @@ _FALSE = ("", "0", "false", "no", "off")
 
 
 def seconds(value: object, name: str) -> float:
-    """``value`` as a finite number of seconds > 0; ``name`` (a variable or argument) is in the error."""
-    if isinstance(value, bool):
-        raise ConfigError(f"expected a number of seconds > 0, got {value!r}", file=name)
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ConfigError(f"expected a number of seconds > 0, got {value!r}", file=name) from None
-    if not math.isfinite(number) or number <= 0:
-        raise ConfigError(f"expected a finite number of seconds > 0, got {value!r}", file=name)
-    return number
+    """``value`` as seconds (:func:`pytest_devcaps.seconds.parse_seconds`: finite, above 0, at
+    most what a wait accepts); ``name`` (a variable or argument) is in the error."""
+    return parse_seconds(value, name)
 
 
-def env_seconds(variable: str, default: float, environ: Mapping[str, str] | None = None) -> float:
+def env_seconds(variable: str, default: float) -> float:
     """A timeout from the environment (``default`` when unset or empty)."""
-    raw = (os.environ if environ is None else environ).get(variable, "").strip()
+    raw = os.environ.get(variable, "").strip()
     return default if not raw else seconds(raw, variable)
 
 
-def env_flag(variable: str, default: bool, environ: Mapping[str, str] | None = None) -> bool:
+def env_flag(variable: str, default: bool) -> bool:
     """A yes/no variable: 1/true/yes/on or 0/false/no/off (case-insensitive); unset: ``default``."""
-    env = os.environ if environ is None else environ
+    env = os.environ
     if variable not in env:
         return default
     raw = env[variable].strip().lower()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -18,12 +19,14 @@ from pytest_devcaps.errors import ConfigError
 import _dist_bodies as _bodies
 
 
+# the one duration parser (pytest_devcaps.seconds): finite, above 0, at most what a wait accepts
+# (1e300 would pass a plain finiteness check and then overflow timedelta inside every rank)
+_REFUSED = f"must be a finite number of seconds above 0 and at most {threading.TIMEOUT_MAX:g}"
+
+
 @pytest.mark.parametrize("value, message", [
-    ("abc", "DEVCAPS_DIST_TIMEOUT: expected a number of seconds > 0, got 'abc'"),
-    ("nan", "DEVCAPS_DIST_TIMEOUT: expected a finite number of seconds > 0, got 'nan'"),
-    ("inf", "DEVCAPS_DIST_TIMEOUT: expected a finite number of seconds > 0, got 'inf'"),
-    ("-5", "DEVCAPS_DIST_TIMEOUT: expected a finite number of seconds > 0, got '-5'"),
-    ("0", "DEVCAPS_DIST_TIMEOUT: expected a finite number of seconds > 0, got '0'"),
+    (value, f"DEVCAPS_DIST_TIMEOUT: {_REFUSED}, got '{value}'")
+    for value in ("abc", "nan", "inf", "-5", "0", "1e300")
 ])
 def test_a_bad_watchdog_variable_fails_before_any_rank_starts(
         monkeypatch: pytest.MonkeyPatch, value: str, message: str) -> None:
@@ -39,7 +42,7 @@ def test_other_variables_and_explicit_timeouts_are_checked_too(monkeypatch: pyte
     with pytest.raises(ConfigError, match="^DEVCAPS_DIST_PG_TIMEOUT: .* got 'soon'"):
         WorldOptions(timeout_s=10).effective_pg_timeout()
     monkeypatch.delenv("DEVCAPS_DIST_PG_TIMEOUT")
-    with pytest.raises(ConfigError, match="^timeout_s: expected a finite number .* got nan"):
+    with pytest.raises(ConfigError, match="^timeout_s: must be a finite number .* got nan"):
         DistributedRunner("cpu", "gloo", launch=None).run(_bodies.pid, timeout_s=float("nan"))
     monkeypatch.setenv("DEVCAPS_DIST_SHARE_DEVICES", "maybe")
     with pytest.raises(ConfigError, match="^DEVCAPS_DIST_SHARE_DEVICES: expected 1/true/yes/on or "
