@@ -129,3 +129,18 @@ def test_without_libcst_fix_says_which_extra(monkeypatch: pytest.MonkeyPatch, tm
         assert "pip install 'pytest-devcaps[lint]'" in capsys.readouterr().err
     assert target.read_text() == _source("pytest_cuda")
     assert main(["lint", str(tmp_path)]) == 1  # the lint itself needs no extra
+
+
+def test_fix_and_diff_keep_a_files_declared_encoding(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A latin-1 file (``# coding:`` line) is read for --diff / --fix as the check reads it, and
+    written back in latin-1 (not a UnicodeDecodeError, not silently re-encoded as UTF-8)."""
+    target = tmp_path / "test_latin1.py"
+    head = "# -*- coding: latin-1 -*-\n# café\nimport torch\n\n"
+    target.write_bytes((head + "def test_x():\n    t = torch.ones(2).cuda()\n").encode("latin-1"))
+    assert main(["lint", "--diff", str(target)]) == 1
+    assert "+    t = torch.ones(2).to(device)" in capsys.readouterr().out
+    assert main(["lint", "--fix", str(target)]) == 0
+    fixed = target.read_bytes()
+    assert "# café".encode("latin-1") in fixed and b".to(device)" in fixed
+    assert fixed.decode("latin-1").startswith(head)

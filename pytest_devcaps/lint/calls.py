@@ -47,7 +47,7 @@ def assign_roles(host: Host, node: ast.Call) -> None:
         if keyword.arg in rules.DEVICE_SELECTION_KEYWORDS:
             mark_named(host, keyword.value, "selection")
         elif keyword.arg in rules.DEVICE_TYPE_KEYWORDS:
-            host.roles[id(keyword.value)] = "amp" if last in rules.AMP_CALLS else "type"
+            host.roles[id(keyword.value)] = "amp" if last in rules.DEVICE_TYPE_FIRST_ARG else "type"
         elif keyword.arg in rules.DEVICE_KEYWORDS or (keyword.arg and rules.DEVICE_NAME.search(keyword.arg)):
             host.roles[id(keyword.value)] = "move" if move else "device"
         elif keyword.arg == "backend":

@@ -48,6 +48,7 @@ def run(paths: Sequence[str], exclude: Sequence[str], fmt: str = "text", mode: s
 
 def _rewrite(analyses: list[Analysis], fmt: str, mode: str, out: TextIO, err: TextIO) -> int:
     from pytest_devcaps.lint.fix import FixError, fix_text
+    from pytest_devcaps.lint.source import read_text, source_encoding
 
     left: list[Analysis] = []
     fixed = files = 0
@@ -57,8 +58,12 @@ def _rewrite(analyses: list[Analysis], fmt: str, mode: str, out: TextIO, err: Te
             left.append(analysis)
             continue
         path = Path(analysis.path)
+        text = read_text(path)  # decoded as the analysis read it (a `# coding:` line honoured)
+        if not isinstance(text, str):
+            left.append(analysis)
+            continue
         try:
-            result = fix_text(path.read_text(encoding="utf-8"), analysis.path)
+            result = fix_text(text, analysis.path)
         except FixError as exc:
             err.write(f"devcaps: error: {exc}\n")
             left.append(analysis)
@@ -71,7 +76,7 @@ def _rewrite(analyses: list[Analysis], fmt: str, mode: str, out: TextIO, err: Te
         if mode == "diff":
             out.write(result.diff())
         else:
-            with open(path, "w", encoding="utf-8", newline="") as handle:
+            with open(path, "w", encoding=source_encoding(path), newline="") as handle:
                 handle.write(result.after)
     remaining = [a for a in left if a.findings]
     verb = "would fix" if mode == "diff" else "fixed"

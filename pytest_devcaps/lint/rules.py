@@ -71,7 +71,6 @@ DEVICE_SELECTION_KEYWORDS = frozenset({"only_for", "except_for", "allowed_device
 DEVICE_FIRST_ARG = frozenset({"to", "device", "get_device_module", "Generator", "pin_memory"})
 DEVICE_TYPE_FIRST_ARG = frozenset({"autocast", "GradScaler", "get_autocast_dtype", "is_autocast_enabled",
                                    "set_autocast_enabled", "get_autocast_gpu_dtype"})
-AMP_CALLS = DEVICE_TYPE_FIRST_ARG
 # Names imported from PyTorch's test utilities that stand for the GPU device (type).
 EXTERNAL_DEVICE_NAMES: dict[str, str] = {"GPU_TYPE": "str", "CUDA_DEVICE": "device"}
 # What replaces a device/device type when the test has the ``device`` fixture (a torch.device)
@@ -487,8 +486,6 @@ DEFAULT_SETTINGS_USE = "a device-generic setting (torch.backends.fp32_precision,
 
 PINNED_MEMORY = "runtime.pinned_memory"
 DIST_USE = "the dist_backend fixture, or dist.get_default_backend_for_device(device)"
-DIST_BACKEND_CALLS = frozenset({"init_process_group", "new_group", "new_subgroups", "init_device_mesh",
-                                "DeviceMesh", "ProcessGroupNCCL"})
 
 
 def capability_names() -> set[str]:
