@@ -9,13 +9,13 @@ would decide it. Printing only, no pytest import (like :mod:`pytest_devcaps.tabl
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from pytest_devcaps.config.catalogue import ANY_VENDOR, first_matching_rule, format_fact
 from pytest_devcaps.model import UNANSWERED_SOURCE, CapabilityRecord, DeviceIdentity, Level
+from pytest_devcaps.registry.layers import RULE_SOURCE, ImpliesLayer
 
 if TYPE_CHECKING:
     from pytest_devcaps.config.catalogue import Catalogue, VendorRule
@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from pytest_devcaps.registry import CapabilityRegistry, RegistryOptions
 
 _STRING_LITERAL = re.compile(r"""('[^']*'|"[^"]*")""")
-_RULE_SOURCE = "vendor-rule"
 
 
 @dataclass(frozen=True)
@@ -114,19 +113,19 @@ def decision_lines(catalogue: Catalogue, identity: DeviceIdentity, record: Capab
     """For an ``unknown`` answer: exactly what would decide it."""
     capability = record.capability
     ways: list[str] = []
-    if record.source == "implies":  # ImpliesLayer: "needs <capability>, which is ..."
+    if record.source == ImpliesLayer.SOURCE:  # "needs <capability>, which is ..."
         needed = record.reason.split(",", 1)[0].removeprefix("needs ")
         ways.append(f"{record.reason}: decide that first (devcaps probe --explain {needed})")
     elif record.source == "probe":
         ways.append(f"the probe could not tell ({record.reason}); rerun it with --reprobe or a "
                     "longer --probe-timeout")
-    elif record.source == _RULE_SOURCE:
+    elif record.source == RULE_SOURCE:
         ways.append(f"the rule says what decides it: {record.reason}")
     elif record.source == UNANSWERED_SOURCE:
         ways.append(_no_rule_decider(catalogue, identity, capability))
     else:  # a profile, override file, --devcaps-set or hook said unknown on purpose
         ways.append(f"{record.source} set it to unknown: change that setting")
-    if record.source in (_RULE_SOURCE, UNANSWERED_SOURCE) and probe is not None:
+    if record.source in (RULE_SOURCE, UNANSWERED_SOURCE) and probe is not None:
         ways.append(_probe_decider(capability, probe))
     ways.append(f"an override file entry (set: {{{capability}: native|emulated|unsupported}}) "
                 f"or --devcaps-set {capability}=LEVEL")
@@ -192,23 +191,6 @@ def probe_notes(registry: CapabilityRegistry, capability: str,
     return notes
 
 
-def probe_outcomes(registry: CapabilityRegistry, options: RegistryOptions,
-                   hook: Any = None) -> tuple[Mapping[str, Mapping[str, ProbeOutcome]], list[str]]:
-    """The outcomes the registry's probes had on its devices (read back from the probe cache the
-    build just filled; none under a profile) and the names of every registered probe."""
-    from pytest_devcaps.probes import builtin_probes
-    from pytest_devcaps.registry import catalogue_with_hooks
-    from pytest_devcaps.registry.probing import probe_devices
-
-    catalogue, registrar = catalogue_with_hooks(hook)
-    probes = {**builtin_probes(), **registrar.probes}
-    if options.profile:
-        return {}, list(probes)
-    results = probe_devices(registry.devices, catalogue, probes,
-                            dataclasses.replace(options, reprobe=False))
-    return results.outcomes, list(probes)
-
-
 def show_explanation(options: RegistryOptions, capability: str, devices: Sequence[str] = ()) -> None:
     """Build the registry as ``devcaps probe`` does and print the explanation for every selected
     device. Raises ``DevcapsError`` on bad input (an unknown capability names the closest)."""
@@ -218,8 +200,7 @@ def show_explanation(options: RegistryOptions, capability: str, devices: Sequenc
     hook = entry_point_hooks()
     registry = build_registry(options, hook=hook)
     registry.check_name(capability)
-    outcomes, probed = probe_outcomes(registry, options, hook)
-    notes = probe_notes(registry, capability, outcomes, probed)
+    notes = probe_notes(registry, capability, registry.probe_outcomes, registry.probed)
     blocks = [explain_lines(registry, capability, identity, notes[identity.key])
               for identity in select_identities(registry, devices)]
     print("\n\n".join("\n".join(block) for block in blocks))

@@ -140,4 +140,4 @@ def restricted(registry: CapabilityRegistry, slices: list[WorkerSlice]) -> Capab
             records[renamed.key] = {r.capability: dataclasses.replace(r, device=renamed.key)
                                     for r in registry.records(source.key)}
     meta = dict(registry.meta, partition=[s.to_dict() for s in slices])
-    return CapabilityRegistry(devices, records, registry.catalogue, meta)
+    return CapabilityRegistry(devices, records, registry.catalogue, meta, registry.facts)

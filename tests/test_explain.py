@@ -10,7 +10,7 @@ import pytest
 
 from pytest_devcaps.cli import main
 from pytest_devcaps.config import compile_expression, list_profiles
-from pytest_devcaps.explain import explain_lines, probe_notes, probe_outcomes, substitute_facts
+from pytest_devcaps.explain import explain_lines, probe_notes, substitute_facts
 from pytest_devcaps.model import Level
 from pytest_devcaps.registry import CapabilityRegistry, CapabilitySetting, RegistryOptions, build_registry
 
@@ -18,7 +18,7 @@ RULE_LINE = re.compile(r"capabilities\.yaml:\d+  ")
 
 
 def _explain_all(registry: CapabilityRegistry, options: RegistryOptions) -> dict[str, list[str]]:
-    outcomes, probed = probe_outcomes(registry, options)
+    outcomes, probed = registry.probe_outcomes, registry.probed  # what the build measured
     identity = registry.primary_device
     return {name: explain_lines(registry, name, identity,
                                 probe_notes(registry, name, outcomes, probed)[identity.key])

@@ -12,7 +12,7 @@ import time
 from typing import TYPE_CHECKING, Any, Mapping
 
 from pytest_devcaps.errors import ConfigError, did_you_mean
-from pytest_devcaps.model import DeviceIdentity
+from pytest_devcaps.model import DeviceIdentity, ProbeOutcome
 from pytest_devcaps.registry.layers import (
     CliLayer,
     HookLayer,
@@ -56,6 +56,7 @@ def build_registry(options: RegistryOptions = RegistryOptions(), hook: Any = Non
     profile = load_profile(options.profile, catalogue, facts) if options.profile else None
     identities = list(profile.identities) if profile else discover_devices(adapters)
     check_setting_devices(options.settings, identities)  # before probing: a typo costs no probe run
+    outcomes: Mapping[str, Mapping[str, ProbeOutcome]] = {}
     if profile is not None:
         layers.append(ProfileLayer(profile))
         meta.update(profile=profile.name, cache="none (profile)")
@@ -63,7 +64,8 @@ def build_registry(options: RegistryOptions = RegistryOptions(), hook: Any = Non
         from pytest_devcaps.registry.probing import probe_devices
 
         results = probe_devices(identities, catalogue, probes, options)
-        layers.append(ProbeLayer(results.outcomes))
+        outcomes = results.outcomes
+        layers.append(ProbeLayer(outcomes))
         meta.update(results.meta())
     layers += [OverrideLayer(overrides), CliLayer(options.settings)]
     if hook is not None:
@@ -71,7 +73,8 @@ def build_registry(options: RegistryOptions = RegistryOptions(), hook: Any = Non
     layers.append(ImpliesLayer(catalogue))
     records = {identity.key: merge(layers, identity, catalogue.names()) for identity in identities}
     meta["build_seconds"] = round(time.perf_counter() - started, 4)
-    return CapabilityRegistry(identities, records, catalogue, meta, facts)
+    return CapabilityRegistry(identities, records, catalogue, meta, facts,
+                              probe_outcomes=outcomes, probed=list(probes))
 
 
 def catalogue_with_hooks(hook: Any = None, facts: FactVocabulary | None = None

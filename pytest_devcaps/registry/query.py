@@ -6,7 +6,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 from pytest_devcaps.errors import UnknownDeviceError
-from pytest_devcaps.model import CapabilityRecord, DeviceIdentity, Level
+from pytest_devcaps.model import CapabilityRecord, DeviceIdentity, Level, ProbeOutcome
 
 if TYPE_CHECKING:
     import torch
@@ -76,7 +76,9 @@ class CapabilityRegistry:
     def __init__(self, devices: Sequence[DeviceIdentity],
                  records: Mapping[str, Mapping[str, CapabilityRecord]],
                  catalogue: Catalogue, meta: Mapping[str, Any] | None = None,
-                 facts: FactVocabulary | None = None) -> None:
+                 facts: FactVocabulary | None = None, *,
+                 probe_outcomes: Mapping[str, Mapping[str, ProbeOutcome]] | None = None,
+                 probed: Sequence[str] = ()) -> None:
         from pytest_devcaps.facts import builtin_vocabulary
 
         self.devices: tuple[DeviceIdentity, ...] = tuple(devices)
@@ -84,6 +86,11 @@ class CapabilityRegistry:
         self.catalogue = catalogue
         self.meta: dict[str, Any] = dict(meta or {})
         self.facts: FactVocabulary = facts if facts is not None else builtin_vocabulary()
+        #: What each probe measured, per device key (empty under a profile or when read from
+        #: a snapshot), and every capability a probe is registered for: what the build saw,
+        #: kept so that ``--explain`` need not run the probes again.
+        self.probe_outcomes: Mapping[str, Mapping[str, ProbeOutcome]] = dict(probe_outcomes or {})
+        self.probed: tuple[str, ...] = tuple(probed)
 
     # -- lookups -------------------------------------------------------------------------
     @property
