@@ -11,7 +11,7 @@ from .dtypes import FP8_DTYPES, INPUT_DTYPES, OUT_DTYPES, refuse_fp8_operand
 from .epilogue import EpiOp
 from .reductions import Reduce
 
-__all__ = ["FP8_DTYPES", "Operand2D", "Problem", "build_problem"]
+__all__ = ["Operand2D", "Problem", "build_problem"]
 
 
 @dataclass(frozen=True, eq=False)

@@ -43,7 +43,8 @@ from typing import Any
 
 import torch
 
-from .problem import FP8_DTYPES, Problem
+from .dtypes import FP8_DTYPES
+from .problem import Problem
 from .reductions import Reduce, finish_mean, grouped
 from .reference import Result
 from .triton_configs import (AUTOTUNE_KEY, INTERPRETER, TileConfig, configs_for, m_bucket, prune_for_m,
@@ -320,7 +321,7 @@ def _source(plan: _Plan) -> str:
     )
 
 
-_MODULES: dict[_Plan, ModuleType] = {}
+_MODULES: dict[str, ModuleType] = {}  # by source digest: plans that differ only in configs share one
 _KERNELS: dict[_Plan, Any] = {}
 _SOURCE_DIR: str | None = None
 
@@ -340,11 +341,11 @@ def _autotuned_kernel(plan: _Plan) -> Any:
 
 def _kernel_module(plan: _Plan) -> ModuleType:
     global _SOURCE_DIR
-    module = _MODULES.get(plan)
-    if module is not None:
-        return module
     source = _source(plan)
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    module = _MODULES.get(digest)
+    if module is not None:
+        return module
     if _SOURCE_DIR is None:
         _SOURCE_DIR = tempfile.mkdtemp(prefix="devcaps_kernels_")
     path = os.path.join(_SOURCE_DIR, f"fused_scaled_mm_{digest}.py")
@@ -356,7 +357,7 @@ def _kernel_module(plan: _Plan) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # triton resolves the kernel's globals through its module
     spec.loader.exec_module(module)
-    _MODULES[plan] = module
+    _MODULES[digest] = module
     return module
 
 

@@ -19,8 +19,6 @@ from pytest_devcaps.model import DeviceIdentity
 if TYPE_CHECKING:
     from pytest_devcaps.facts import FactVocabulary
 
-MARKERS = ("skip_on", "xfail_on")
-
 
 @dataclass(frozen=True)
 class Condition:

@@ -90,18 +90,26 @@ def _read_at_most(fd: int, count: int) -> bytes:
     return b"".join(chunks)
 
 
-def _check_trusted(path: str, info: os.stat_result) -> None:
-    """A cache file is believed only when this user owns it and nobody else may write it."""
+def untrusted(info: os.stat_result) -> str | None:
+    """Why a file or folder with ``info`` must not be trusted to hold what this user's process
+    loads (``owned by uid ...`` / ``writable by others ...``); None when this user owns it and
+    nobody else may write it. The one ownership rule of caches and the Inductor cache."""
     getuid = getattr(os, "getuid", None)
     if getuid is None:  # no POSIX owners (Windows): the directory's ACL is all there is
-        return
+        return None
     if info.st_uid != getuid():
-        raise UnsafeFileError(path, f"owned by uid {info.st_uid}, not by this user "
-                                    f"(uid {getuid()}); a cache file is read only when its "
-                                    "owner runs devcaps")
+        return f"owned by uid {info.st_uid}, not by this user (uid {getuid()})"
     if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise UnsafeFileError(path, f"writable by others (mode {stat.S_IMODE(info.st_mode):o}); "
-                                    "a cache file is read only when nobody else can write it")
+        return f"writable by others (mode {stat.S_IMODE(info.st_mode):o})"
+    return None
+
+
+def _check_trusted(path: str, info: os.stat_result) -> None:
+    """A cache file is believed only when this user owns it and nobody else may write it."""
+    problem = untrusted(info)
+    if problem is not None:
+        why = "its owner runs devcaps" if problem.startswith("owned") else "nobody else can write it"
+        raise UnsafeFileError(path, f"{problem}; a cache file is read only when {why}")
 
 
 def _unreplaceable(path: Path) -> str | None:

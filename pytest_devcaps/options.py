@@ -113,15 +113,15 @@ class DevcapsSettings:
     def given(self) -> list[str]:
         """Where each devcaps setting that is not a default came from (empty for a session that
         sets none): such a session builds its registry at configure time, so a bad value is a
-        usage error before collection and the report header comes first."""
+        usage error before collection and the report header comes first. A hardware selection
+        is not one of them: it is checked at collection and needs the registry only for a
+        class that is not a builtin device type or vendor."""
         layered = [self.devices, self.except_, self.require, self.profile]
         found = [s.source for s in layered if s.value]
         if self.overrides.value:
             found.append(self.overrides.source)
         if self.probe_timeout.source != "default":
             found.append(self.probe_timeout.source)
-        if self.hardware.value:
-            found.append(self.hardware.source)
         flags = {"--devcaps-set": bool(self.capability_settings), "--devcaps-json": bool(self.json_path),
                  "--devcaps-reprobe": self.reprobe, "--devcaps-pin-workers": self.pin_workers}
         return found + [flag for flag, on in flags.items() if on]
@@ -254,7 +254,13 @@ def _hardware(config: pytest.Config) -> Setting:
     """The selected hardware classes, lower-cased; checked against the vocabulary at collection
     (a name of an out-of-tree backend needs the registry)."""
     hardware = _layered(config, "devcaps_hardware", ENV_HARDWARE, "devcaps_hardware")
-    return Setting(tuple(part.lower() for part in _split(hardware.value or "")), hardware.source)
+    return Setting(hardware_names(hardware.value or ""), hardware.source)
+
+
+def hardware_names(text: str) -> tuple[str, ...]:
+    """``--devcaps-hardware`` / ``PYTEST_DEVCAPS_HARDWARE`` text as lower-case class names
+    (empty entries dropped); the unittest bridge reads the variable with this too."""
+    return tuple(part.lower() for part in _split(text))
 
 
 KNOWN_DEVICE_TYPES: Sequence[str] = ("cpu", "cuda", "xpu", "mps", "hpu", "mtia", "npu", "privateuseone")

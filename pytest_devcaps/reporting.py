@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,7 @@ from typing import Any
 import pytest
 
 from pytest_devcaps.errors import DevcapsError
-from pytest_devcaps.report.formats import PYTEST_FORMAT as JSON_FORMAT
+from pytest_devcaps.report.formats import stamp
 from pytest_devcaps.state import SessionState, session_state
 
 
@@ -179,13 +178,11 @@ def write_json_report(path: Path, state: SessionState, tests: list[dict[str, Any
 
     registry = state.registry
     payload = {
+        **stamp("pytest"),  # format, kind, created, host, devcaps_version: as every report
         **report_fields(launched_world()),
         **(outcomes or {}),
-        "format": JSON_FORMAT,
-        "kind": "pytest",
         "mode": mode,
         "exitstatus": exitstatus,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "devices": [identity.to_dict() for identity in registry.devices],
         "selected_devices": state.selected,
         "capabilities": [record.to_dict() for record in registry],

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Iterable, NoReturn
 
 import pytest
 
-from pytest_devcaps.errors import ConfigError, did_you_mean
+from pytest_devcaps.errors import ConfigError, UnknownCapabilityError
 from pytest_devcaps.state import session_state
 
 if TYPE_CHECKING:
@@ -28,11 +28,11 @@ if TYPE_CHECKING:
 def check_required(setting: Setting, catalogue: Catalogue) -> None:
     """Raise :class:`ConfigError` naming ``setting``'s source for a name not in the catalogue
     (an alias such as ``dtype.fp8`` is fine: it stands for the capability it resolves to)."""
-    known = [*catalogue.names(), *catalogue.aliases()]
     for name in setting.value:
-        if name not in known:
-            raise ConfigError(f"unknown capability {name!r}{did_you_mean(name, known)}",
-                              file=setting.source)
+        try:
+            catalogue.check_name(name)
+        except UnknownCapabilityError as exc:  # names the closest capability or alias
+            raise ConfigError(str(exc), file=setting.source) from None
 
 
 def required_capabilities(config: pytest.Config) -> set[str]:

@@ -30,6 +30,7 @@ import pytest
 from pytest_devcaps import classification, markers
 from pytest_devcaps.errors import DevcapsError
 from pytest_devcaps.expectations import Condition, parse_condition
+from pytest_devcaps.options import ENV_HARDWARE, hardware_names
 from pytest_devcaps.pytorch_compat import class_device_type
 from pytest_devcaps.running_test import PYTEST_TEST
 from pytest_devcaps.tolerances import Tolerances, parse_tolerance
@@ -44,8 +45,6 @@ if TYPE_CHECKING:
     _Base = unittest.TestCase
 else:
     _Base = object
-
-ENV_HARDWARE = "PYTEST_DEVCAPS_HARDWARE"  # the same variable as the pytest option's
 
 
 def _registry() -> CapabilityRegistry:
@@ -102,7 +101,7 @@ def _hardware_skip(marks: list[pytest.Mark], cls: type | None, registry: Capabil
     if not wanted.strip():
         return None
     source = f"{ENV_HARDWARE} environment variable"
-    selection = classification.parse_selection(wanted.split(","), source, lambda: registry)
+    selection = classification.parse_selection(hardware_names(wanted), source, lambda: registry)
     found = classification.classify(marks, cls, lambda: registry)
     if found.value in selection:
         return None

@@ -83,8 +83,7 @@ class CpuAdapter(TorchDeviceAdapter):
     type = "cpu"
     visible_devices_variable = None
     facts: Mapping[str, Fact] = {
-        "isa": Fact("vector/matrix ISA extensions: avx2, avx512, avx512_bf16, avx512_fp16, "
-                    "amx_bf16, amx_int8, amx_fp16, neon, sve"),
+        "isa": Fact(f"vector/matrix ISA extensions: {', '.join(_ISA_ORDER)}"),
         "cpu_capability": Fact("torch.backends.cpu.get_cpu_capability(): DEFAULT, AVX2, AVX512..."),
         "cores": Fact("os.cpu_count()"),
         "machine": Fact("platform.machine(): x86_64, aarch64, arm64..."),

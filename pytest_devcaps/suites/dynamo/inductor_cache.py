@@ -15,11 +15,12 @@ current user's and nobody else may write to it (created with mode 0700).
 
 from __future__ import annotations
 
-import os
 import re
 import stat
 from pathlib import Path
 from typing import Mapping
+
+from pytest_devcaps.files import untrusted
 
 CACHE_VARIABLE = "DEVCAPS_DYNAMO_CACHE"
 INDUCTOR_VARIABLE = "TORCHINDUCTOR_CACHE_DIR"
@@ -46,13 +47,9 @@ def prepare_shared(path: Path) -> Path:
     why not and what to do."""
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     info = path.lstat()
-    problem = None
-    if not stat.S_ISDIR(info.st_mode):
-        problem = "is not a directory"
-    elif hasattr(os, "getuid") and info.st_uid != os.getuid():
-        problem = f"is owned by uid {info.st_uid}, not by this user (uid {os.getuid()})"
-    elif info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        problem = f"is writable by group or others (mode {stat.filemode(info.st_mode)})"
+    problem = "is not a directory" if not stat.S_ISDIR(info.st_mode) else None
+    if problem is None and (trust := untrusted(info)) is not None:
+        problem = f"is {trust}"
     if problem:
         raise ValueError(f"the shared Inductor cache {path} {problem}; Inductor would load "
                          f"compiled code from it. Fix the directory, or run with "
