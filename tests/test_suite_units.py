@@ -179,3 +179,13 @@ def test_decorators_put_the_marks_pytest_reads() -> None:
         pass
 
     assert Classified.hw_classification == "accelerator"  # type: ignore[attr-defined]
+
+
+def test_hardware_selection_text_is_read_one_way_under_pytest_and_unittest() -> None:
+    """``PYTEST_DEVCAPS_HARDWARE`` is split by the option's own helper in the unittest bridge
+    too: a trailing comma or upper case works in both, instead of failing every unittest test."""
+    from pytest_devcaps import testcase
+    from pytest_devcaps.options import hardware_names
+
+    assert hardware_names("Generic, ,ACCELERATOR,") == ("generic", "accelerator")
+    assert testcase.hardware_names is hardware_names

@@ -166,8 +166,17 @@ MACHINERY = ("torch", "yaml", "pytest_devcaps.config", "pytest_devcaps.markers",
              "pytest_devcaps.running_test")
 
 
+#: What selecting builtin hardware classes must not load either: it checks the names against
+#: the builtin vocabulary (classification), without torch, YAML or a registry.
+NO_REGISTRY = ("torch", "yaml", "pytest_devcaps.registry.build", "pytest_devcaps.probes")
+
+
+@pytest.mark.parametrize("selection, unwanted", [((), MACHINERY),
+                                                 (("--devcaps-hardware=generic",), NO_REGISTRY)],
+                         ids=["no-option", "hardware-selection"])
 def test_a_session_of_plain_tests_imports_none_of_the_machinery(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, selection: tuple[str, ...],
+        unwanted: tuple[str, ...]) -> None:
     """Checked after the whole session (collection, report lines, session finish), for
     functions and classes; the plugin still counts their hardware class (generic)."""
     monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", raising=False)
@@ -176,7 +185,7 @@ def test_a_session_of_plain_tests_imports_none_of_the_machinery(
         import sys
 
         def pytest_unconfigure(config):
-            loaded = [name for name in {MACHINERY!r} if name in sys.modules]
+            loaded = [name for name in {unwanted!r} if name in sys.modules]
             print("machinery loaded:", loaded)
         """
     )
@@ -190,9 +199,9 @@ def test_a_session_of_plain_tests_imports_none_of_the_machinery(
             pass
         """
     )
-    result = pytester.runpytest_subprocess("-s", "-p", "no:randomly")
+    result = pytester.runpytest_subprocess("-s", "-p", "no:randomly", *selection)
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["devcaps: hardware classes: generic 2 (2 without a declared class)",
+    result.stdout.fnmatch_lines(["devcaps: hardware classes: generic 2 (2 without a declared class)*",
                                  "machinery loaded: []"])
 
 

@@ -94,6 +94,9 @@ def test_json_report_contents(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=2, skipped=5)
     data = json.loads((pytester.path / "out" / "report.json").read_text())
     assert data["mode"] == "run" and data["exitstatus"] == 0
+    from pytest_devcaps.version import __version__
+
+    assert (data["kind"], data["devcaps_version"]) == ("pytest", __version__)  # stamped as all are
     assert data["selected_devices"] == ["cpu"]
     assert [d["type"] for d in data["devices"]][0] == "cpu"
     caps = {(c["capability"], c["device"]): c for c in data["capabilities"]}
