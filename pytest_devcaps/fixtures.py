@@ -32,17 +32,12 @@ def item_device(item: pytest.Item) -> str:
         except UnknownDeviceError:  # an empty parameter set, or a parameter not a device here
             pass
     cls = getattr(item, "cls", None)
-    if cls is None:  # a test function: its callspec or the primary device
-        kind = None
-    else:
-        from pytest_devcaps.pytorch_compat import class_device_type
+    if cls is not None:  # PyTorch's generated classes name their device type
+        from pytest_devcaps.pytorch_compat import class_device_key
 
-        kind = class_device_type(cls)
-    if kind is not None:
-        try:
-            return state.registry.identity(kind).key
-        except UnknownDeviceError:  # a device type without answers: evaluation says so
-            return kind
+        key = class_device_key(cls, state.registry)
+        if key is not None:
+            return key
     return state.primary_device
 
 

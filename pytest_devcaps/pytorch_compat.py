@@ -39,6 +39,19 @@ def class_device_type(cls: Any) -> str | None:
     return torch_device_type(value)
 
 
+def class_device_key(cls: Any, registry: CapabilityRegistry) -> str | None:
+    """The device a test class is for, as a key of ``registry`` (its ``device_type``'s device);
+    the type itself where the registry has no such device (evaluated as a device without
+    answers: a visible skip); None for a class without a ``device_type`` (or no class)."""
+    kind = class_device_type(cls)
+    if kind is None:
+        return None
+    try:
+        return registry.identity(kind).key
+    except UnknownDeviceError:
+        return kind
+
+
 def _has(registry: CapabilityRegistry, capability: str, device: str) -> bool:
     try:
         return registry.has(capability, device)

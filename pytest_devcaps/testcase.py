@@ -31,7 +31,7 @@ from pytest_devcaps import classification, markers
 from pytest_devcaps.errors import DevcapsError
 from pytest_devcaps.expectations import Condition, parse_condition
 from pytest_devcaps.options import ENV_HARDWARE, hardware_names
-from pytest_devcaps.pytorch_compat import class_device_type
+from pytest_devcaps.pytorch_compat import class_device_key
 from pytest_devcaps.running_test import PYTEST_TEST
 from pytest_devcaps.tolerances import Tolerances, parse_tolerance
 
@@ -78,13 +78,8 @@ def device_of(test: Any, registry: CapabilityRegistry) -> str:
     current = PYTEST_TEST.get()
     if current is not None and test is not None and current.cls is type(test):
         return current.device_of()
-    kind = class_device_type(type(test)) if test is not None else None
-    if kind is not None:
-        try:
-            return registry.identity(kind).key
-        except DevcapsError:
-            return kind  # evaluated as a device without answers: a visible skip
-    return registry.primary_device.key
+    key = class_device_key(type(test), registry) if test is not None else None
+    return key if key is not None else registry.primary_device.key
 
 
 @dataclass(frozen=True)
