@@ -58,6 +58,11 @@ class FactVocabulary:
                 f"{', '.join(self.names())}")
 
     def digest(self) -> str:
+        """Names and version flags, hashed: the key compiled ``when=`` conditions are kept by."""
+        return self._digest
+
+    @functools.cached_property
+    def _digest(self) -> str:  # computed once: markers ask it for every condition of every test
         text = "\n".join(f"{name}:{int(self.facts[name].version)}" for name in self.names())
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
