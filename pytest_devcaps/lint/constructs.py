@@ -7,7 +7,7 @@ atoms; :func:`pytest_devcaps.lint.items.decide` gives them their fix later.
 from __future__ import annotations
 
 import ast
-from typing import Callable, Literal
+from typing import Any, Callable, Literal
 
 from pytest_devcaps.lint import rules
 from pytest_devcaps.lint.gates import (
@@ -49,6 +49,12 @@ class GateReader:
         self.owned = owned
         self.constructs: list[Construct] = []
 
+    def where(self, scope: Scope) -> dict[str, Any]:
+        """The target the construct is written for, and the code it guards: the decorated
+        function or class (a module gate guards the whole file)."""
+        region = None if scope.kind == "module" else self.source.span(scope.node)
+        return {"target": self.source.target, "region": region}
+
     def _atom_of(self, used: Uses) -> Callable[[ast.expr], Atom | None]:
         return lambda e: classify(e, used, in_condition=True) or generic_atom(e)
 
@@ -60,7 +66,7 @@ class GateReader:
             return None
         need = need_for(cond, holds, self._atom_of(scope))
         construct = Construct(kind, self.source.span(node), need, scope.key, scope.device_fixture, style,
-                              has_pytestmark=self.facts.has_pytestmark)
+                              has_pytestmark=self.facts.has_pytestmark, **self.where(scope))
         for atom in atoms:
             construct.own(atom_item(self.source, atom))
             self.owned.add(id(atom.node))
@@ -103,7 +109,7 @@ class GateReader:
             construct = self.condition("decorator", decorator, call.args[0], False, scope, style)
         if construct is None:
             construct = Construct("decorator", self.source.span(decorator), need, scope.key,
-                                  scope.device_fixture, style)
+                                  scope.device_fixture, style, **self.where(scope))
             text = " ".join(self.source.segment(decorator).split())
             marks = need.render()
             use = "@" + ", @".join(marks) if marks and not need.blockers else rule.gate.use
@@ -126,7 +132,7 @@ class GateReader:
             return
         style: Style = "unittest" if scope.testcase else "pytest"
         construct = Construct("decorator", self.source.span(decorator), atom.when_true, scope.key,
-                              scope.device_fixture, style)
+                              scope.device_fixture, style, **self.where(scope))
         text = " ".join(self.source.segment(decorator).split())
         message, use = atom_message(self.source, atom)
         construct.own(Item(self.source.span(decorator), atom.code, f"`@{text}`: {message.split(': ', 1)[1]}",

@@ -67,6 +67,8 @@ class Construct:
     has_pytestmark: bool = False
     node_class: str = ""
     imported: list[tuple[str, str]] = field(default_factory=list)
+    target: str = "devcaps"
+    region: Span | None = None  # the code the gate guards (None: the whole file)
 
     def own(self, item: Item) -> Item:
         item.construct = self
@@ -119,9 +121,28 @@ def decide(construct: Construct, residue: Item | None) -> None:
         item.fix = f"fixed with line {head.span.line}"
 
 
+def _render(construct: Construct, need: Need) -> tuple[list[str], str | None]:
+    """The decorators/marks for ``need`` in the construct's style and target, or why none."""
+    if construct.target == "devcaps":
+        return list(need.render("" if construct.style == "unittest" and construct.kind == "decorator"
+                                else "pytest.mark.")), None
+    from pytest_devcaps.lint.calls import mark_decorators
+
+    found = mark_decorators(need, True, "torch")
+    if found is None:
+        wanted = ", ".join(need.render(""))
+        return [], (f"torch 2.13 has no decorator for {wanted}: keep the gate, or convert with "
+                    "--target devcaps")
+    return list(found), None
+
+
 def _edits(construct: Construct) -> tuple[list[Edit], str | None]:
     need = replace(construct.need, accelerator=False)
-    marks = list(need.render())
+    marks, why = _render(construct, need)
+    if why is None and marks and construct.target == "torch" and construct.kind in ("module_statement", "mark_value"):
+        why = "pytestmark takes pytest marks, and torch 2.13 has none for this: convert with --target devcaps"
+    if why is not None:
+        return [], why
     # A capability, device count or memory mark is asked of the test's device: it already
     # says "not this device" wherever the plain "needs CUDA" would have.
     accelerator = construct.need.accelerator and not construct.device_fixture and not marks
@@ -133,8 +154,13 @@ def _edits(construct: Construct) -> tuple[list[Edit], str | None]:
     if construct.kind == "statement":
         edits: list[Edit] = [ReplaceStatement(construct.span, "pass" if construct.empty_body else "")]
         if marks and construct.scope is not None:
-            edits.append(AddMarks(construct.scope, need))
+            edits.append(AddMarks(construct.scope, need) if construct.target == "devcaps"
+                         else AddMarks(construct.scope, need, tuple(marks)))
         return edits, None
+    return _module_edits(construct, marks, accelerator)
+
+
+def _module_edits(construct: Construct, marks: list[str], accelerator: bool) -> tuple[list[Edit], str | None]:
     if construct.kind == "module_statement":
         if marks and construct.has_pytestmark:
             return [], "the module already sets pytestmark; add the marks there"
