@@ -13,7 +13,7 @@ from typing import Protocol
 from pytest_devcaps.lint import rules
 from pytest_devcaps.lint.aliases import device_value
 from pytest_devcaps.lint.gates import deviceish, dotted, is_cuda_literal, last_name
-from pytest_devcaps.lint.items import Item
+from pytest_devcaps.lint.items import Item, mark_decorators
 from pytest_devcaps.lint.model import (
     AddMarks, Edit, EditCall, Hardware, Need, RemoveUnusedImport, ReplaceExpr, ReplaceStatement, Span,
 )
@@ -110,21 +110,6 @@ def _marks(host: Host, context: DeviceContext, capability: str | None) -> list[E
         return [AddMarks(context.mark_owner, need, prefix="" if host.scope.testcase else "pytest.mark.")]
     decorators = mark_decorators(need, host.scope.testcase, host.source.target)
     return None if decorators is None else [AddMarks(context.mark_owner, need, decorators)]
-
-
-def mark_decorators(need: Need, unittest_style: bool, target: str) -> tuple[str, ...] | None:
-    """The decorators that say ``need`` in ``target``'s vocabulary (None: it has none).
-    ``--target torch``: only what torch 2.13 provides (an accelerator check for the runtime
-    capabilities every accelerator has; common_distributed.skip_if_lt_x_gpu for a device count)."""
-    if target == "devcaps":
-        return need.render("" if unittest_style else "pytest.mark.")
-    if need.any_of or need.memory or any(not c.startswith("runtime.") for c in need.capabilities):
-        return None
-    marks = [f'unittest.skipIf(not {rules.ACCELERATOR_AVAILABLE}, "needs an accelerator")'] \
-        if need.capabilities else []
-    if need.devices > 1:
-        marks.append(f"torch.testing._internal.common_distributed.skip_if_lt_x_gpu({need.devices})")
-    return tuple(marks)
 
 
 def cuda_call(host: Host, node: ast.Call, name: str) -> None:
@@ -416,4 +401,26 @@ def choice(host: Host, node: ast.IfExp) -> bool:
     code = value.replacement(context, host.roles.get(id(node))) if context is not None else value.accelerator
     item.fixed(f"replaced by {code}", ReplaceExpr(host.source.span(node), "IfExp", code),
                *(host.param_edits(context) if context is not None else []))
+    return True
+
+
+def only_for(host: Host, node: ast.Call) -> bool:
+    """``instantiate_device_type_tests(T, globals(), only_for=("cuda",))`` -> ``except_for="cpu"``
+    (the campaign's choice, pytorch#192015: the tuple had also shut out PrivateUse1); True when
+    handled. It widens the class to every accelerator, and says so."""
+    keyword = next((k for k in node.keywords if k.arg == "only_for"), None)
+    if keyword is None or any(k.arg == "except_for" for k in node.keywords):
+        return False
+    values = keyword.value.elts if isinstance(keyword.value, (ast.Tuple, ast.List)) else [keyword.value]
+    if not values or not all(isinstance(v, ast.Constant) and isinstance(v.value, str) for v in values) \
+            or not any(is_cuda_literal(v) for v in values) or any(v.value == "cpu" for v in values):  # type: ignore[attr-defined]
+        return False
+    item = host.add(keyword.value, "DC003", f"`only_for={host.source.segment(keyword.value)}` restricts "
+                    "the tests to CUDA", 'except_for="cpu"', "accelerator")
+    host.own(keyword.value)
+    parts = [host.source.segment(a) for a in node.args]
+    parts += ['except_for="cpu"' if k is keyword else host.source.segment(k) for k in node.keywords]
+    code = f"{host.source.segment(node.func)}({', '.join(parts)})"
+    item.fixed('replaced by except_for="cpu" (widens the tests from CUDA to every accelerator)',
+               ReplaceExpr(host.source.span(node), "Call", code))
     return True

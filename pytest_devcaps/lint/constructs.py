@@ -15,7 +15,7 @@ from pytest_devcaps.lint.gates import (
     need_for, resolve, unknown_device_word,
 )
 from pytest_devcaps.lint.items import Construct, Item
-from pytest_devcaps.lint.model import Need, ReplaceDecorator
+from pytest_devcaps.lint.model import Need, RemoveUnusedImport, ReplaceDecorator
 from pytest_devcaps.lint.scopes import ModuleFacts, Scope, device_parametrize, removable_device_parametrize
 from pytest_devcaps.lint.source import SourceFile
 
@@ -103,6 +103,9 @@ class GateReader:
         need = _decorator_need(call, rule, scope)
         if need is None:
             return
+        if rule.gate is rules.ONLY_CUDA and device_type_class and call is None:
+            self._only_accelerator(decorator, scope)
+            return
         style: Style = "unittest" if scope.testcase else "pytest"
         construct = None
         if rule.condition_arg and call is not None and call.args:
@@ -121,6 +124,20 @@ class GateReader:
         if rule.device_type_only:
             construct.keep = KEEP_DEVICE_TYPE if device_type_class else (
                 "acts only in PyTorch's device-type tests; replace it by hand")
+        self.owned.add(id(decorator))
+
+    def _only_accelerator(self, decorator: ast.expr, scope: Scope) -> None:
+        """``@onlyCUDA`` in a device-type class -> ``@onlyAccelerator`` (common_device_type:
+        skips on cpu and meta), the campaign's rewrite; it widens the test to every accelerator."""
+        span = self.source.span(decorator)
+        construct = Construct("decorator", span, Need(), scope.key, False, "unittest", **self.where(scope))
+        item = construct.own(Item(span, "DC011", "`@onlyCUDA`: CUDA-only test decorator",
+                                  "@onlyAccelerator", "accelerator"))
+        unused = [RemoveUnusedImport(self.facts.imports["onlyCUDA"], "onlyCUDA")] if "onlyCUDA" in self.facts.imports else []
+        item.fixed("replaced by @onlyAccelerator (widens the test from CUDA to every accelerator)",
+                   ReplaceDecorator(span, ("onlyAccelerator",)), *unused)
+        construct.keep = "fixed"  # decided here, not by items.decide
+        self.constructs.append(construct)
         self.owned.add(id(decorator))
 
     def _local_mark(self, decorator: ast.expr, gate: LocalGate, scope: Scope) -> None:

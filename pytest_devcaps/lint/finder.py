@@ -268,6 +268,8 @@ class Finder(ast.NodeVisitor):
             self._atom(atom)
             return
         name = dotted(node.func)
+        if last_name(node.func) == "instantiate_device_type_tests":
+            calls.only_for(self, node)
         calls.assign_roles(self, node)
         if isinstance(node.func, ast.Name) and (node.func.id in self.threaded or node.func.id in self.facts.takes_device) \
                 and not any(k.arg in ("device", None) for k in node.keywords) and self.context() is not None:

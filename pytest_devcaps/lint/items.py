@@ -99,6 +99,8 @@ def _why_kept(construct: Construct, residue: Item | None) -> str | None:
 
 def decide(construct: Construct, residue: Item | None) -> None:
     """Give the construct's atoms their edit (on the first) or say why they stay."""
+    if construct.keep == "fixed":
+        return
     why = _why_kept(construct, residue)
     edits: list[Edit] = []
     if why is None:
@@ -121,13 +123,26 @@ def decide(construct: Construct, residue: Item | None) -> None:
         item.fix = f"fixed with line {head.span.line}"
 
 
+def mark_decorators(need: Need, unittest_style: bool, target: str) -> tuple[str, ...] | None:
+    """The decorators that say ``need`` in ``target``'s vocabulary (None: it has none).
+    ``--target torch``: only what torch 2.13 provides (an accelerator check for the runtime
+    capabilities every accelerator has; common_distributed.skip_if_lt_x_gpu for a device count)."""
+    if target == "devcaps":
+        return need.render("" if unittest_style else "pytest.mark.")
+    if need.any_of or need.memory or any(not c.startswith("runtime.") for c in need.capabilities):
+        return None
+    marks = [f'unittest.skipIf(not {ACCELERATOR_AVAILABLE}, "needs an accelerator")'] \
+        if need.capabilities else []
+    if need.devices > 1:
+        marks.append(f"torch.testing._internal.common_distributed.skip_if_lt_x_gpu({need.devices})")
+    return tuple(marks)
+
+
 def _render(construct: Construct, need: Need) -> tuple[list[str], str | None]:
     """The decorators/marks for ``need`` in the construct's style and target, or why none."""
     if construct.target == "devcaps":
         return list(need.render("" if construct.style == "unittest" and construct.kind == "decorator"
                                 else "pytest.mark.")), None
-    from pytest_devcaps.lint.calls import mark_decorators
-
     found = mark_decorators(need, True, "torch")
     if found is None:
         wanted = ", ".join(need.render(""))

@@ -19,7 +19,7 @@ and accelerate's ``test_utils/testing.py`` (``require_torch_gpu``, ``require_tor
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pytest_devcaps.lint.model import Hardware, Need
 
@@ -165,6 +165,8 @@ FP8_BY_USE = (
     ByUse(FNUZ_NAMES, _any("dtype.fp8_e4m3fn", "dtype.fp8_e4m3fnuz")),
     ByUse(FP8_NAMES, _caps("dtype.fp8_e4m3fn")),
 )
+# An arch gate means the hardware does fp8: emulation (a CPU) does not count (native=True).
+FP8_NATIVE_BY_USE = tuple(ByUse(b.names, replace(b.need, native=True)) for b in FP8_BY_USE)
 SM80_BY_USE = (
     ByUse(frozenset({"scaled_dot_product_attention", "sdpa_kernel", "SDPBackend", "FLASH_ATTENTION",
                      "flash_attention"}), _caps("attention.flash")),
@@ -198,10 +200,10 @@ def sm_gate(level: int) -> Gate:
             "matmuls, mm.grouped for grouped GEMMs)", "nvidia"),
             "requires_capability('mm.scaled_mx' | 'mm.grouped')", by_use=SM100_BY_USE)
     if level >= 89:
-        default = (_caps("dtype.fp8_e4m3fn") if level < 90 else _blocked(
+        default = (replace(_caps("dtype.fp8_e4m3fn"), native=True) if level < 90 else _blocked(
             f"{label} gates Hopper features with no capability (TMA, wgmma) unless the test uses fp8",
             "nvidia"))
-        return Gate("DC006", label, default, FP8_USE, by_use=FP8_BY_USE)
+        return Gate("DC006", label, default, FP8_USE, by_use=FP8_NATIVE_BY_USE)
     if level >= 80:
         return Gate("DC006", label, _blocked(
             f"{label}: name what the test needs (dtype.bf16, dtype.tf32, attention.flash)", "nvidia"),
@@ -239,7 +241,8 @@ PLATFORM_SUPPORTS: dict[str, Gate] = {
                             "requires_capability(any_of=['attention.flash', 'attention.mem_efficient', "
                             "'attention.cudnn'])"),
     "BF16": Gate("DC006", "bf16", _caps("dtype.bf16"), "requires_capability('dtype.bf16')"),
-    "FP8": Gate("DC006", "fp8", _caps("dtype.fp8_e4m3fn"), FP8_USE, by_use=FP8_BY_USE),
+    "FP8": Gate("DC006", "fp8", replace(_caps("dtype.fp8_e4m3fn"), native=True), FP8_USE,
+                by_use=FP8_NATIVE_BY_USE),
     "MX_GEMM": Gate("DC006", "MX-format scaled matmul", _caps("mm.scaled_mx"),
                     "requires_capability('mm.scaled_mx')"),
     "FP8_GROUPED_GEMM": Gate("DC006", "fp8 grouped GEMM", _caps("mm.grouped", "mm.scaled"),
