@@ -13,6 +13,7 @@ from typing import Protocol
 from pytest_devcaps.lint import rules
 from pytest_devcaps.lint.aliases import device_value
 from pytest_devcaps.lint.gates import deviceish, dotted, is_cuda_literal, last_name
+from pytest_devcaps.lint.names import SHADOWED, qualified
 from pytest_devcaps.lint.items import Item, mark_decorators
 from pytest_devcaps.lint.model import (
     AddMarks, Edit, EditCall, Hardware, Need, RemoveUnusedImport, ReplaceExpr, ReplaceStatement, Span,
@@ -132,8 +133,13 @@ def cuda_call(host: Host, node: ast.Call, name: str) -> None:
                    "decide which capability the number stands for")
         _unfixed(host, item, why)
         return
-    if isinstance(node.func, ast.Name) and node.func.id in host.imports:
-        fix[1].append(RemoveUnusedImport(host.imports[node.func.id], node.func.id))
+    head = node.func
+    while isinstance(head, ast.Attribute):
+        head = head.value
+    if isinstance(head, ast.Name) and head.id in host.imports:  # from torch.cuda import synchronize
+        fix[1].append(RemoveUnusedImport(host.imports[head.id], head.id))
+    elif isinstance(head, ast.Name) and qualified(head) not in (head.id, SHADOWED):  # import torch.cuda as tc
+        fix[1].append(RemoveUnusedImport(qualified(head), "", head.id))
     item.fixed(fix[0], *fix[1])
 
 
@@ -155,8 +161,9 @@ def _cuda_fix(host: Host, node: ast.Call, attr: str, entry: rules.CudaCall,
         if args is False or (marks is None and context is not None and context.mark_owner is not None):
             return None
         note = "" if marks is not None else f" (the tests calling it need requires_capability('{entry.capability}'))"
-        return (f"replaced by {entry.accelerator}{note}",
-                [EditCall(span, func=entry.accelerator, args=args or None), *(marks or [])])
+        edit: Edit = ReplaceExpr(span, "Call", f"{entry.accelerator}({args[0]})") if isinstance(args, tuple) \
+            else EditCall(span, func=entry.accelerator)
+        return f"replaced by {entry.accelerator}{note}", [edit, *(marks or [])]
     if entry.anywhere:
         return f"replaced by {entry.anywhere}", [EditCall(span, func=entry.anywhere)]
     if attr == "stream" and context is not None and len(node.args) == 1 and not node.keywords:

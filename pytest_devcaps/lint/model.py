@@ -217,7 +217,8 @@ class RemoveUnusedImport:
     """``from module import name`` may be unused after the rewrite; drop it only if it is."""
 
     module: str
-    name: str
+    name: str  # "": ``import module as asname``
+    asname: str | None = None
 
 
 @dataclass(frozen=True)

@@ -199,7 +199,19 @@ class Transformer(cst.CSTTransformer):
                 replacement[0] = replacement[0].with_changes(leading_lines=new.leading_lines)
                 replacement[-1] = replacement[-1].with_changes(trailing_whitespace=new.trailing_whitespace)
             decorators.extend(replacement)
-        return decorators
+        return _unique_decorators(decorators)
+
+
+def _unique_decorators(decorators: list[cst.Decorator]) -> list[cst.Decorator]:
+    """A decorator written twice (a mark and a rewritten gate saying the same) once."""
+    seen: set[str] = set()
+    kept = []
+    for decorator in decorators:
+        code = cst.Module([]).code_for_node(decorator.decorator)
+        if code not in seen:
+            seen.add(code)
+            kept.append(decorator)
+    return kept
 
 
 def _with_blank_lines(node: cst.BaseStatement, blank: list[cst.EmptyLine]) -> cst.BaseStatement:
@@ -323,6 +335,38 @@ def _add_device_type(module: cst.Module) -> cst.Module:
     return module.with_changes(body=body)
 
 
+LINE_LENGTH = 88  # black's and ruff's default
+
+
+def _import_code(node: cst.ImportFrom, module: cst.Module) -> str | None:
+    """``from x import a, b`` as a person (or ruff format) writes it."""
+    if isinstance(node.names, cst.ImportStar) or node.module is None:
+        return None
+    source = "." * len(node.relative) + module.code_for_node(node.module)
+    names = [module.code_for_node(a.with_changes(comma=cst.MaybeSentinel.DEFAULT)) for a in node.names]
+    line = f"from {source} import {', '.join(names)}"
+    if len(line) <= LINE_LENGTH:
+        return line
+    return f"from {source} import (\n" + "".join(f"    {n},\n" for n in names) + ")"
+
+
+def _tidy_imports(module: cst.Module, original: str) -> cst.Module:
+    """Imports LibCST's import visitors changed, rewritten on one line (or one name a line with
+    a trailing comma when too long): no ``(\n    a)`` left behind."""
+    body = list(module.body)
+    for index, statement in enumerate(body):
+        if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
+                and isinstance(statement.body[0], cst.ImportFrom)):
+            continue
+        if module.code_for_node(statement.with_changes(leading_lines=[])).strip() in original:
+            continue
+        code = _import_code(statement.body[0], module)
+        if code is not None:
+            new = cst.parse_statement(code)
+            body[index] = new.with_changes(leading_lines=statement.leading_lines)
+    return module.with_changes(body=body)
+
+
 def rewrite(text: str, edits: Sequence[Edit]) -> str:
     """``text`` with ``edits`` applied and the imports the new code names added."""
     plan = _Plan(edits)
@@ -339,6 +383,6 @@ def rewrite(text: str, edits: Sequence[Edit]) -> str:
     if plan.unused:
         context = CodemodContext()
         for unused in plan.unused:
-            RemoveImportsVisitor.remove_unused_import(context, unused.module, unused.name)
+            RemoveImportsVisitor.remove_unused_import(context, unused.module, unused.name or None, unused.asname)
         module = RemoveImportsVisitor(context).transform_module(module)
-    return module.code
+    return _tidy_imports(module, text).code
