@@ -153,6 +153,14 @@ def _cuda_fix(host: Host, node: ast.Call, attr: str, entry: rules.CudaCall,
         return _fixture_fix(host, node, attr, entry, context)
     if attr in ("Stream", "Event") and host.cuda_object(node):
         return None  # the finding says why (see cuda_call)
+    if attr in ("Stream", "Event") and context is not None:
+        marks = _marks(host, context, entry.capability)
+        if marks is None and context.mark_owner is not None:
+            return None
+        device = (("device", context.expr("device")),) if context.fixtures and not node.args else ()
+        return (f"replaced by {entry.accelerator}",
+                [EditCall(span, func=entry.accelerator, keywords=device), *(marks or []),
+                 *(host.param_edits(context) if device else [])])
     if attr == "empty_cache":
         return _guarded_statement(host, node, "torch.accelerator.empty_cache()")
     if entry.accelerator:
