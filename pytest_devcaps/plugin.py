@@ -32,7 +32,6 @@ from pytest_devcaps.session.fixtures import (  # noqa: F401  (fixtures are found
     tolerances,
 )
 from pytest_devcaps.marks.names import DEVICE_NAMES, DTYPE_NAMES, MARKER_LINES, MARKER_NAMES, callspec_param
-from pytest_devcaps.model import KNOWN_DEVICE_TYPES
 from pytest_devcaps.session.options import DevcapsSettings, add_options, resolve_settings
 from pytest_devcaps.session.require import check_required, skip_unless_required
 from pytest_devcaps.session.state import (
@@ -206,6 +205,8 @@ def select_devices(registry: Any, settings: Any, worker: int | None = None) -> l
 
 
 def _check_device_types(settings: Any, present: list[str]) -> None:
+    from pytest_devcaps.model import KNOWN_DEVICE_TYPES  # a plain session never imports model
+
     known = list(dict.fromkeys([*KNOWN_DEVICE_TYPES, *present]))
     for setting in (settings.devices, settings.except_):
         for name in setting.value:
