@@ -9,7 +9,7 @@ imports bind qualified names; a function that binds the same name (a parameter, 
 a loop or ``with`` target, its own import) shadows it in its body. Only names that mean torch
 or ``torch.cuda*`` are tracked: those are the ones the rules look up by qualified name.
 
-:func:`qualified` is read by :func:`pytest_devcaps.lint.gates.dotted` while :func:`resolving`
+:func:`qualified` is read by :func:`pytest_devcaps.lint.gating.dotted` while :func:`resolving`
 is active (one file at a time, set by :func:`pytest_devcaps.lint.analyze.analyze`).
 """
 

@@ -22,7 +22,7 @@ from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from pytest_devcaps.lint import rules
-from pytest_devcaps.lint.model import (
+from pytest_devcaps.lint.records import (
     VALUE, AddMarks, AddParameter, DropDefault, Edit, EditCall, EnsureDeviceType, Need, RemoveUnusedImport, ReplaceDecorator,
     ReplaceExpr, ReplaceStatement, ScopeKey, Span,
 )

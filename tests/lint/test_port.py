@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_devcaps.cli import main
+from pytest_devcaps.commands.main import main
 
 pytest.importorskip("libcst", reason="--fix needs the lint extra (pytest-devcaps[lint])")
 from pytest_devcaps.lint.fix import fix_text  # noqa: E402  (after the importorskip)
