@@ -129,6 +129,12 @@ def join_hardware(hints: list[Hardware | None]) -> Hardware:
     return result or "generic"
 
 
+def explains(hint: Hardware | None, result: Hardware) -> bool:
+    """True when a finding with ``hint`` is one reason the file is classified ``result``: its hint
+    is that class, or stricter (an NVIDIA-only or ROCm-only gate explains ``cuda``)."""
+    return hint is not None and hint != "generic" and _ORDER[hint] >= _ORDER[result]
+
+
 def _unique(items: tuple[T, ...]) -> tuple[T, ...]:
     return tuple(dict.fromkeys(items))
 
