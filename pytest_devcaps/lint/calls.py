@@ -163,6 +163,10 @@ def _cuda_fix(host: Host, node: ast.Call, attr: str, entry: rules.CudaCall,
                  *(host.param_edits(context) if device else [])])
     if attr == "empty_cache":
         return _guarded_statement(host, node, "torch.accelerator.empty_cache()")
+    if attr in rules.CPU_MODULE_CALLS and context is not None and not context.source:
+        module = f"torch.get_device_module({context.expr('device')})"
+        return (f"replaced by {module}.{attr}() (the device may be the CPU, where torch.accelerator raises)",
+                [EditCall(span, func=f"{module}.{attr}"), *host.param_edits(context)])
     if entry.accelerator:
         args = _positional_device(host, node)
         marks = _marks(host, context, entry.capability) if context is not None else []
