@@ -14,7 +14,7 @@ from pytest_devcaps.lint.items import Item, decide
 from pytest_devcaps.lint.records import (
     Analysis, Finding, Hardware, RemoveUnusedImport, ReplaceStatement, Span, Target, explains, join_hardware,
 )
-from pytest_devcaps.lint.names import resolving
+from pytest_devcaps.lint.resolution import resolving
 from pytest_devcaps.lint.source import SourceFile, parse_source
 
 HARDWARE_MEANING = {

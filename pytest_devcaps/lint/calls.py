@@ -13,7 +13,7 @@ from typing import Protocol
 from pytest_devcaps.lint import rules
 from pytest_devcaps.lint.aliases import device_value
 from pytest_devcaps.lint.gating import deviceish, dotted, is_cuda_literal, last_name
-from pytest_devcaps.lint.names import SHADOWED, qualified
+from pytest_devcaps.lint.resolution import SHADOWED, qualified
 from pytest_devcaps.lint.items import Item, mark_decorators
 from pytest_devcaps.lint.records import (
     AddMarks, Edit, EditCall, Hardware, Need, RemoveUnusedImport, ReplaceExpr, ReplaceStatement, Span,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, Mapping, Protocol
 
 from pytest_devcaps.lint import rules
-from pytest_devcaps.lint.names import qualified
+from pytest_devcaps.lint.resolution import qualified
 from pytest_devcaps.lint.records import NOTHING, Hardware, Need, join_hardware
 
 
