@@ -120,6 +120,10 @@ class GateReader:
                                f"`@{text}`: {rules.RULES[rule.gate.code].title}", use,
                                need.hardware or rule.gate.hardware))
             construct.note_imports(call.func if call is not None else decorator, self.facts.imports)
+            name = last_name(call.func if call is not None else decorator)
+            if rule.count_arg and name == "skip_if_lt_x_gpu" and self.source.target == "torch":
+                construct.torch_form = text  # common_distributed's: CUDA, HPU and XPU alike
+                construct.imported = [i for i in construct.imported if i[1] != name]
             self.constructs.append(construct)
         if rule.device_type_only:
             construct.keep = KEEP_DEVICE_TYPE if device_type_class else (
@@ -167,20 +171,26 @@ class GateReader:
                            ReplaceDecorator(self.source.span(call), ()))]
 
     def body_skips(self, node: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope) -> None:
-        """``if <gate>: pytest.skip(...)`` (or ``return``) among a test's statements."""
+        """``if <gate>: pytest.skip(...)`` / ``self.skipTest(...)`` (or ``return``) among a test's
+        statements. In a TestCase method (``if not TEST_CUDA: self.skipTest(...)``) a plain
+        "needs CUDA" is rewritten in place; marks go on the method (our decorators work under
+        unittest) only when the skip comes first, so no code that ran before it stops running."""
         if scope.kind not in ("test", "testcase"):
             return
+        leading = True
         for statement in node.body:
             if not (isinstance(statement, ast.If) and not statement.orelse and len(statement.body) == 1
                     and _is_skip(statement.body[0], allow_return=True)):
+                leading = leading and _is_docstring(statement)
                 continue
-            construct = self.condition("statement", statement, statement.test, False, scope, "pytest")
+            style: Style = "unittest" if scope.kind == "testcase" else "pytest"
+            construct = self.condition("statement", statement, statement.test, False, scope, style)
             if construct is None:
                 continue
             construct.empty_body = all(s is statement or _is_docstring(s) for s in node.body)
-            if scope.kind != "test":
-                construct.keep = ("a skip inside a unittest.TestCase method; move it to a decorator "
-                                  "(pytest gives TestCase methods no fixtures)")
+            if scope.kind == "testcase":
+                construct.condition = (self.source.span(statement.test), type(statement.test).__name__)
+                construct.leading = leading
 
     def module_gates(self, tree: ast.Module, scope: Scope) -> None:
         for statement in tree.body:

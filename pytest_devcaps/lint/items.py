@@ -69,6 +69,11 @@ class Construct:
     imported: list[tuple[str, str]] = field(default_factory=list)
     target: str = "devcaps"
     region: Span | None = None  # the code the gate guards (None: the whole file)
+    # an in-test skip of a TestCase method: its condition (span, ast class), and whether only
+    # docstrings and other skips come before it (then marks may move to the method)
+    condition: tuple[Span, str] | None = None
+    leading: bool = False
+    torch_form: str | None = None  # the decorator as written, where it is already torch's own gate
 
     def own(self, item: Item) -> Item:
         item.construct = self
@@ -92,8 +97,12 @@ def _why_kept(construct: Construct, residue: Item | None) -> str | None:
         return "it only says where CUDA is absent"
     if need.accelerator and residue is not None:
         return f"line {residue.span.line} still needs CUDA ({residue.code}); fix that first"
-    if need.accelerator and not construct.device_fixture and construct.kind == "statement":
+    if need.accelerator and not construct.device_fixture and construct.kind == "statement" \
+            and construct.condition is None:
         return "an in-test skip outside a pytest test; keep it"
+    if construct.condition is not None and need.marks and not construct.leading:
+        return ("a skip after other code in a TestCase method: as a decorator it would also stop that "
+                "code running where the test skips; move it to the top (or to a decorator) by hand")
     return None
 
 
@@ -126,7 +135,9 @@ def decide(construct: Construct, residue: Item | None) -> None:
 def mark_decorators(need: Need, unittest_style: bool, target: str) -> tuple[str, ...] | None:
     """The decorators that say ``need`` in ``target``'s vocabulary (None: it has none).
     ``--target torch``: only what torch 2.13 provides (an accelerator check for the runtime
-    capabilities every accelerator has; common_distributed.skip_if_lt_x_gpu for a device count)."""
+    capabilities every accelerator has, and one on torch.accelerator.device_count() for a device
+    count: common_distributed.skip_if_lt_x_gpu would do in a MultiProcessTestCase only, since
+    elsewhere it ends the process with sys.exit(77) instead of skipping)."""
     if target == "devcaps":
         return need.render("" if unittest_style else "pytest.mark.")
     if need.any_of or need.memory or any(not c.startswith("runtime.") for c in need.capabilities):
@@ -134,7 +145,8 @@ def mark_decorators(need: Need, unittest_style: bool, target: str) -> tuple[str,
     marks = [f'unittest.skipIf(not {ACCELERATOR_AVAILABLE}, "needs an accelerator")'] \
         if need.capabilities else []
     if need.devices > 1:
-        marks.append(f"torch.testing._internal.common_distributed.skip_if_lt_x_gpu({need.devices})")
+        marks.append(f"unittest.skipIf(torch.accelerator.device_count() < {need.devices}, "
+                     f'"needs {need.devices} accelerators")')
     return tuple(marks)
 
 
@@ -143,6 +155,8 @@ def _render(construct: Construct, need: Need) -> tuple[list[str], str | None]:
     if construct.target == "devcaps":
         return list(need.render("" if construct.style == "unittest" and construct.kind == "decorator"
                                 else "pytest.mark.")), None
+    if construct.torch_form is not None and not need.capabilities and not need.memory:
+        return [construct.torch_form], None  # skip_if_lt_x_gpu(n): torch's own, for every accelerator
     found = mark_decorators(need, True, "torch")
     if found is None:
         wanted = ", ".join(need.render(""))
@@ -167,12 +181,22 @@ def _edits(construct: Construct) -> tuple[list[Edit], str | None]:
         extra = [ACCELERATOR_SKIP[construct.style]] if accelerator else []
         return [ReplaceDecorator(construct.span, tuple(marks + extra))], None
     if construct.kind == "statement":
-        edits: list[Edit] = [ReplaceStatement(construct.span, "pass" if construct.empty_body else "")]
-        if marks and construct.scope is not None:
-            edits.append(AddMarks(construct.scope, need) if construct.target == "devcaps"
-                         else AddMarks(construct.scope, need, tuple(marks)))
-        return edits, None
+        return _statement_edits(construct, need, marks, accelerator), None
     return _module_edits(construct, marks, accelerator)
+
+
+def _statement_edits(construct: Construct, need: Need, marks: list[str], accelerator: bool) -> list[Edit]:
+    """An in-test skip: its marks go on the test and the statement goes; a TestCase method's
+    plain "needs CUDA" stays where it is with an accelerator check for its condition."""
+    if construct.condition is not None and accelerator:
+        span, node_class = construct.condition
+        return [ReplaceExpr(span, node_class, f"not {ACCELERATOR_AVAILABLE}")]
+    edits: list[Edit] = [ReplaceStatement(construct.span, "pass" if construct.empty_body else "")]
+    if marks and construct.scope is not None:
+        prefix = "" if construct.condition is not None else "pytest.mark."
+        edits.append(AddMarks(construct.scope, need, prefix=prefix) if construct.target == "devcaps"
+                     else AddMarks(construct.scope, need, tuple(marks)))
+    return edits
 
 
 def _module_edits(construct: Construct, marks: list[str], accelerator: bool) -> tuple[list[Edit], str | None]:

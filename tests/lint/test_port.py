@@ -220,6 +220,49 @@ def test_no_fixture_refusals_for_rewrites_that_need_none() -> None:
             assert "a helper without a device" not in finding.message
 
 
+# -- in-test skips of TestCase methods -----------------------------------------------------------
+
+def _skip_method(*lines: str) -> str:
+    body = "".join(f"        {line}\n" for line in lines)
+    return HEAD + "from torch.testing._internal.common_cuda import SM89OrLater, TEST_CUDA\n\n\n" \
+        f"class T(unittest.TestCase):\n    def test_a(self):\n{body}"
+
+
+@pytest.mark.parametrize("target", ["devcaps", "torch"])
+@pytest.mark.parametrize(("condition", "skip"), [
+    ("not TEST_CUDA", 'self.skipTest("needs CUDA")'),
+    ("not torch.cuda.is_available()", 'raise unittest.SkipTest("needs CUDA")'),
+])
+def test_in_test_cuda_skip_becomes_an_accelerator_check_in_place(condition: str, skip: str, target: str) -> None:
+    out = fix(_skip_method(f"if {condition}:", f"    {skip}", "x = torch.ones(1)"), target)
+    assert f"        if not torch.accelerator.is_available():\n            {skip}\n        x = torch.ones(1)" in out
+    assert condition not in out
+    if "TEST_CUDA" in condition:
+        assert "SM89OrLater\n" in out  # TEST_CUDA's import went with its last use
+    assert "pytest_devcaps" not in out
+
+
+def test_in_test_skip_with_a_mark_moves_to_the_method_when_it_comes_first() -> None:
+    out = fix(_skip_method('"""Doc."""', "if not SM89OrLater:", '    self.skipTest("fp8")', "x = 1"))
+    assert '    @requires_capability("dtype.fp8_e4m3fn", native=True)\n    def test_a(self):\n' \
+           '        """Doc."""\n        x = 1\n' in out
+    assert "from pytest_devcaps import requires_capability" in out
+
+
+def test_in_test_device_count_skip_under_target_torch_skips_in_any_testcase() -> None:
+    """common_distributed.skip_if_lt_x_gpu ends a plain TestCase's process (sys.exit(77))."""
+    out = fix(_skip_method("if torch.cuda.device_count() < 2:", '    self.skipTest("2 GPUs")', "x = 1"), "torch")
+    assert '@unittest.skipIf(torch.accelerator.device_count() < 2, "needs 2 accelerators")' in out
+    assert "skip_if_lt_x_gpu" not in out and "self.skipTest" not in out
+
+
+def test_in_test_skip_after_other_code_keeps_its_place() -> None:
+    source = _skip_method("y = torch.ones(1)", "if torch.cuda.device_count() < 2:", '    self.skipTest("2 GPUs")')
+    result = fix_text(source, "t.py")
+    assert "torch.cuda.device_count() < 2" in result.after
+    assert any("a skip after other code in a TestCase method" in f.message for f in result.left.findings)
+
+
 # -- targets ---------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", FILES)
