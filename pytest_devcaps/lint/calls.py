@@ -440,6 +440,27 @@ def only_for(host: Host, node: ast.Call) -> bool:
     parts = [host.source.segment(a) for a in node.args]
     parts += ['except_for="cpu"' if k is keyword else host.source.segment(k) for k in node.keywords]
     code = f"{host.source.segment(node.func)}({', '.join(parts)})"
-    item.fixed('replaced by except_for="cpu" (widens the tests from CUDA to every accelerator)',
-               ReplaceExpr(host.source.span(node), "Call", code))
+    classified = _classify_device_type_class(host, node)
+    item.fixed('replaced by except_for="cpu" (widens the tests from CUDA to every accelerator)'
+               + ('; the class is marked hardware("accelerator")' if classified else ""),
+               ReplaceExpr(host.source.span(node), "Call", code), *classified)
     return True
+
+
+def _classify_device_type_class(host: Host, node: ast.Call) -> list[Edit]:
+    """``@hardware("accelerator")`` on the generic class of an accelerator-only
+    ``instantiate_device_type_tests`` (``--target devcaps``): it sets ``hw_classification``, the
+    attribute upstream PyTorch's HardwareClassification reads (not in torch 2.13), and a class
+    mark; instantiate_device_type_tests copies both onto every generated class. None where the
+    class already says its class, or is not defined in this module."""
+    if host.source.target != "devcaps" or not node.args or not isinstance(node.args[0], ast.Name):
+        return []
+    name = node.args[0].id
+    found = [c for c in host.source.tree.body if isinstance(c, ast.ClassDef) and c.name == name]
+    if len(found) != 1:
+        return []
+    cls = found[0]
+    if any(last_name(d.func if isinstance(d, ast.Call) else d) == "hardware" for d in cls.decorator_list) or any(
+            isinstance(s, (ast.Assign, ast.AnnAssign)) and "hw_classification" in ast.dump(s) for s in cls.body):
+        return []
+    return [AddMarks((cls.name, cls.lineno), Need(), ('hardware("accelerator")',), prefix="")]

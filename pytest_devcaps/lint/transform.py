@@ -182,8 +182,10 @@ class Transformer(cst.CSTTransformer):
                            self.plan.defaults.get(key, set()))
 
     def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
-        return updated_node.with_changes(decorators=self.decorate(original_node.decorators,
-                                                                  updated_node.decorators, None))
+        key = (original_node.name.value, self.span(original_node.name).line)
+        return updated_node.with_changes(decorators=self.decorate(
+            original_node.decorators, updated_node.decorators, self.plan.marks.get(key),
+            self.plan.written.get(key, []), self.plan.prefix.get(key, "pytest.mark.")))
 
     def decorate(self, before: Sequence[cst.Decorator], after: Sequence[cst.Decorator],
                  need: Need | None, written: Sequence[str] = (), prefix: str = "pytest.mark.") -> list[cst.Decorator]:

@@ -220,6 +220,25 @@ def test_no_fixture_refusals_for_rewrites_that_need_none() -> None:
             assert "a helper without a device" not in finding.message
 
 
+def test_accelerator_only_device_type_class_is_classified() -> None:
+    """only_for=("cuda",) -> except_for="cpu": the generic class gets our class decorator, which
+    sets hw_classification (instantiate_device_type_tests copies it and the class mark onto
+    every generated class); torch 2.13 has no HardwareClassification, so --target torch adds none."""
+    out = (GOLDEN / "device_type_style.devcaps.py.txt").read_text()
+    assert '@hardware("accelerator")\nclass TestOps(TestCase):' in out
+    assert "from pytest_devcaps import hardware" in out
+    assert "hardware" not in (GOLDEN / "device_type_style.torch.py.txt").read_text()
+
+
+def test_hardware_class_decorator_reaches_the_generated_classes(tmp_path: Path) -> None:
+    source = (GOLDEN / "device_type_style.devcaps.py.txt").read_text().replace('except_for="cpu"', "")
+    (tmp_path / "test_generated.py").write_text(source)  # instantiated for the CPU too, to be seen here
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
+                           str(tmp_path)], capture_output=True, text=True, cwd=tmp_path, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "hardware classes: accelerator 3 (0 without a declared class)" in done.stdout
+
+
 # -- in-test skips of TestCase methods -----------------------------------------------------------
 
 def _skip_method(*lines: str) -> str:
