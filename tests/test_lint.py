@@ -132,9 +132,9 @@ def test_unreadable_files_are_findings_not_tracebacks(tmp_path: Path, capsys: py
 @pytest.mark.parametrize(("name", "hardware"), [
     ("pytest_cuda", "accelerator"),
     ("float8_style", "nvidia"),       # an sm_100 gate has no capability yet
-    # an sm_90 gate (NVIDIA) and @skipIfRocm (ROCm) together: the CUDA device type
-    # (@onlyCUDA now becomes @onlyAccelerator and no longer pins the file to CUDA)
-    ("inductor_style", "cuda"),
+    # the sm_90 / sm_80-in-a-device-type-test gates it keeps (NVIDIA); @onlyCUDA becomes
+    # @onlyAccelerator, and skipIfRocm / skipIf(TEST_WITH_ROCM) skip *on* ROCm (not "amd")
+    ("inductor_style", "nvidia"),
     ("fsdp_style", "cuda"),           # torch.cuda._sleep has no device-generic form
     ("transformers_style", "accelerator"),
 ])
@@ -146,6 +146,10 @@ def test_hardware_classification(name: str, hardware: str) -> None:
 
 
 @pytest.mark.parametrize(("source", "hardware"), [
+    # skipped on ROCm: runs everywhere else, so no vendor class; run only on ROCm: amd
+    ("@skipIfRocm\ndef test_a():\n    pass\n", "generic"),
+    ("@unittest.skipIf(TEST_WITH_ROCM, 'no')\ndef test_a():\n    pass\n", "generic"),
+    ("@unittest.skipIf(not TEST_WITH_ROCM, 'ROCm only')\ndef test_a():\n    pass\n", "amd"),
     ("torch.cuda.manual_seed(0)\ntorch.cuda.empty_cache()\n", "generic"),
     ("@pytest.mark.skipif(not is_MI300(), reason='x')\ndef test_a():\n    pass\n", "amd"),
     ("@pytest.mark.skipif(not IS_SM100, reason='x')\ndef test_a():\n    pass\n"

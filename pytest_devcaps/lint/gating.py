@@ -132,7 +132,7 @@ def _from_gate(node: ast.expr, gate: rules.Gate, used: Uses) -> Atom:
     if when_true.accelerator and not (when_true.capabilities or when_true.any_of or when_true.blockers):
         when_false: Need = Need(qualifier=True)  # "not on CUDA": narrows, requires nothing
     else:
-        when_false = _excluded(gate.label, when_true.hardware)
+        when_false = _excluded(gate.label, None)  # "not there": runs everywhere else, restricts nothing
     return Atom(node, gate.code, gate.label, gate.use, gate.hardware, when_true, when_false)
 
 

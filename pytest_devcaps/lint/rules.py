@@ -368,7 +368,9 @@ DECORATORS: dict[str, DecoratorRule] = {
                         device_type_only=True)
        for n in ("skipCUDAIfNoCudnn", "skipCUDAIfCudnnVersionLessThan", "skipCUDAIfNoMagma",
                  "skipCUDAIfNoMagmaAndNoCusolver", "skipCUDAIfNoCusolver", "skipCUDAVersionIn")},
-    **{n: DecoratorRule(_rocm(n)) for n in (
+    # skipIfRocm skips *on* ROCm: the test runs everywhere else (the CPU included), so it says
+    # nothing about the hardware the test is for (no "amd" classification)
+    **{n: DecoratorRule(replace(_rocm(n), need=_blocked(f"{n} singles out ROCm", None))) for n in (
         "skipIfRocm", "skipCUDAIfRocm", "skipIfRocmArch", "skipIfRocmVersionLessThan", "skip_if_rocm",
         "skip_if_rocm_multiprocess", "skip_if_rocm_arch_multiprocess", "skipIfRocmVersionAndArch")},
     **{n: DecoratorRule(_availability(n)) for n in (
