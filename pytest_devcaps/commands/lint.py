@@ -106,4 +106,7 @@ def _rewrite(analyses: list[Analysis], fmt: str, mode: str, out: TextIO, err: Te
     err.write(f"devcaps lint: {verb} {fixed} finding(s) in {files} file(s); {total} left\n")
     status = EXIT_BAD_INPUT if failed else _status(left)
     would_change = mode in ("diff", "fix-check") and files
+    if mode == "fix-check" and status != EXIT_BAD_INPUT:
+        # CI's question is "is --fix done here?": findings --fix leaves (printed above) do not fail it
+        return EXIT_FINDINGS if would_change else EXIT_CLEAN
     return EXIT_FINDINGS if would_change and status == EXIT_CLEAN else status

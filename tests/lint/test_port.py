@@ -327,6 +327,22 @@ def test_fix_check_exits_1_and_writes_nothing(tmp_path: Path, monkeypatch: pytes
     assert main(["lint", "--fix", "--check", "t.py"]) == 0
 
 
+def test_fix_check_passes_once_fixed_though_findings_are_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """--fix --check asks whether --fix would change anything (CI, pre-commit): what --fix leaves
+    is reported but does not fail it (plain ``devcaps lint`` still exits 1 for it)."""
+    path = tmp_path / "t.py"
+    path.write_text(method("torch.cuda.synchronize()\n        torch.cuda._sleep(10)"))
+    monkeypatch.chdir(tmp_path)
+    assert main(["lint", "--fix", "--check", "t.py"]) == 1
+    assert main(["lint", "--fix", "t.py"]) == 1  # _sleep is left
+    capsys.readouterr()
+    assert main(["lint", "--fix", "--check", "t.py"]) == 0
+    captured = capsys.readouterr()
+    assert "DC004 `torch.cuda._sleep()`" in captured.out and "left 1 (DC004 1)" in captured.err
+    assert main(["lint", "t.py"]) == 1
+
+
 def test_fix_never_touches_an_unparsable_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "bad.py").write_text("def f(:\n    torch.cuda.synchronize()\n")
     monkeypatch.chdir(tmp_path)
