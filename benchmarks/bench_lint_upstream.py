@@ -100,7 +100,8 @@ def fetch_list(entries: list[Entry], upstream: Path | None) -> int:
     for repo, items in sorted(by_repo.items()):
         print(f"github:{repo}")
         for entry in items:
-            print(f"    {entry.commit} {entry.path} -> <owner>/<name>/{entry.path}")
+            where = entry.local(upstream) if upstream else f"UPSTREAM_DIR/{repo}/{entry.path}"
+            print(f"    {entry.commit} {entry.path} -> {where}")
     print(f"# {len(missing)} of {len(entries)} file(s) to fetch"
           + (f" into {upstream}" if upstream else ""), file=sys.stderr)
     return 0
@@ -307,7 +308,7 @@ def environment(label: str) -> list[str]:
     try:
         import torch
 
-        torch_version = torch.__version__
+        torch_version = str(torch.__version__)
     except ImportError:
         torch_version = "not installed"
     dirty = " (uncommitted changes)" if _git("status", "--porcelain", "--untracked-files=no") else ""
