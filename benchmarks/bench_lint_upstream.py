@@ -44,7 +44,9 @@ REPO = HERE.parent
 MANIFEST = HERE / "lint_upstream_files.txt"
 TARGETS = ("devcaps", "torch")
 RUNNABLE_REPOS = ("pytorch/pytorch",)  # need only torch, so they run here
-DEVCAPS = [sys.executable, "-m", "pytest_devcaps.cli"]
+# The console script installed beside this interpreter (its module may move; the command does not).
+DEVCAPS = [str(Path(sys.executable).with_name("devcaps")) if Path(sys.executable).with_name("devcaps").is_file()
+           else shutil.which("devcaps") or "devcaps"]
 
 
 @dataclass(frozen=True)
@@ -177,7 +179,8 @@ def _junit(report: Path) -> dict[str, object]:
     return {"counts": dict(counts), "skips": dict(skips), "failures": failures[:8]}
 
 
-def measure(entry: Entry, upstream: Path, run_tests: bool, timeout: float) -> FileResult:
+def measure(entry: Entry, upstream: Path, run_tests: bool, timeout: float,
+            keep: Path | None = None) -> FileResult:
     source = entry.local(upstream)
     with tempfile.TemporaryDirectory(prefix="devcaps-upstream-") as scratch:
         original = Path(scratch) / "original" / source.name
@@ -187,6 +190,11 @@ def measure(entry: Entry, upstream: Path, run_tests: bool, timeout: float) -> Fi
         runnable = run_tests and entry.repo in RUNNABLE_REPOS
         original_run = pytest_run(original, timeout) if runnable else None
         fixes = {t: _measure_fix(source, Path(scratch) / t, t, runnable, timeout) for t in TARGETS}
+        for target in TARGETS if keep else ():
+            converted = Path(scratch) / target / source.name
+            kept = keep / target / entry.repo / entry.path  # type: ignore[operator]
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(converted, kept)
     lines = len(source.read_text(encoding="utf-8", errors="replace").splitlines())
     return FileResult(entry, found, fixable, lines, original_run, fixes)
 
@@ -381,6 +389,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-run", action="store_true", help="do not run the pytorch files under pytest")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per pytest run (default 600)")
     parser.add_argument("--only", action="append", default=[], help="only paths containing this (repeatable)")
+    parser.add_argument("--keep", type=Path, help="copy each converted file to KEEP/<target>/<repo>/<path> "
+                        "(outside the repository: third-party code)")
     parser.add_argument("--out", type=Path, help="the Markdown file to write (default: benchmarks/results/...)")
     args = parser.parse_args(argv)
     entries = read_manifest(args.manifest)
@@ -396,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for entry in present:
         print(f"measuring {entry.repo}:{entry.path} ...", file=sys.stderr, flush=True)
-        results.append(measure(entry, args.upstream, not args.no_run, args.timeout))
+        results.append(measure(entry, args.upstream, not args.no_run, args.timeout, args.keep))
     rows = summary_rows(results)
     print_table(rows)
     print(f"wrote {write_markdown(results, rows, args.label or 'unlabelled', args.out)}")

@@ -162,6 +162,23 @@ def _read_with_stat(real: Path, limit: int) -> tuple[bytes, os.stat_result]:
     return read_regular_file(real, limit=limit), before
 
 
+def read_source_text(path: str | os.PathLike[str],
+                     limit: int = MAX_SOURCE_BYTES) -> str | tuple[int, int, str]:
+    """Drop-in for ``lint.source.read_text`` that never blocks: the text, or (line, column, why)
+    when the file cannot be read (a FIFO, a device, too large...) or decoded."""
+    try:
+        snapshot = read_source(path, limit)
+    except LintWriteError as exc:
+        why = str(exc).split(": ", 1)[-1]
+        return 1, 1, why if why.startswith("cannot ") else f"cannot read: {why}"
+    try:
+        return snapshot.data.decode(snapshot.encoding)
+    except LintWriteError as exc:  # the encoding itself: an unknown `# coding:`
+        return 1, 1, f"cannot decode: {str(exc).split(': ', 1)[-1]}"
+    except UnicodeDecodeError as exc:
+        return snapshot.data[: exc.start].count(b"\n") + 1, 1, f"cannot decode: {exc}"
+
+
 def encode_source(snapshot: SourceSnapshot, text: str) -> bytes:
     """``text`` as the file's bytes: its encoding and BOM, and its uniform line ending when it
     had one (CRLF files stay CRLF whatever line breaks the rewrite added)."""

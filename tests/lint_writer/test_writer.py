@@ -29,6 +29,7 @@ from pytest_devcaps.lint.writer import (
     LintWriteError,
     OutsideTreeError,
     read_source,
+    read_source_text,
     write_source,
 )
 
@@ -375,3 +376,23 @@ def test_a_20000_line_crlf_file_is_rewritten_whole(tmp_path: Path) -> None:
     data = path.read_bytes()
     assert data.count(b"\r\n") == 20_000 and data.count(b"\n") == 20_000
     assert data.count(b"torch.accelerator.is_available()") == 20_000
+
+
+def test_the_drop_in_text_reader_reports_instead_of_raising(tmp_path: Path) -> None:
+    good, bad, unknown = tmp_path / "good.py", tmp_path / "bad.py", tmp_path / "unknown.py"
+    good.write_bytes(b"\xef\xbb\xbfx = 'caf\xc3\xa9'\r\n")
+    bad.write_bytes(b"x = 1\ny = '\xff'\n")
+    unknown.write_bytes(b"# coding: no-such-codec\nx = 1\n")
+    assert read_source_text(good) == "x = 'caf\xe9'\r\n"
+    refused = read_source_text(bad)
+    assert isinstance(refused, tuple) and refused[:2] == (2, 1)
+    assert refused[2].startswith("cannot decode: 'utf-8' codec")
+    refused = read_source_text(unknown)
+    assert isinstance(refused, tuple) and refused[2] == "cannot decode: unknown encoding: no-such-codec"
+    assert read_source_text(tmp_path / "missing.py") == (1, 1, "cannot resolve: No such file or directory")
+    os.mkfifo(tmp_path / "pipe.py")
+    code = ("import sys; from pytest_devcaps.lint.writer import read_source_text; "
+            "print(read_source_text(sys.argv[1]))")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "pipe.py")], capture_output=True,
+                          text=True, timeout=60, cwd=ROOT)
+    assert done.stdout.strip() == "(1, 1, 'cannot read: a FIFO, not a regular file; devcaps lint reads only regular files')"
