@@ -155,7 +155,7 @@ def pytest_run(path: Path, timeout: float) -> dict[str, object]:
         return {"exit": "timeout", "seconds": round(time.monotonic() - started, 1)}
     result: dict[str, object] = {"exit": done.returncode, "seconds": round(time.monotonic() - started, 1)}
     result.update(_junit(report) if report.is_file() else {"error": done.stdout[-1500:]})
-    tail = [line for line in done.stdout.splitlines() if line.startswith(("ERROR", "E "))]
+    tail = [line for line in done.stdout.splitlines() if line.startswith(("ERROR", "E ")) and line[2:].strip()]
     if done.returncode not in (0, 5) and tail:
         result["error_lines"] = tail[:6]
     return result
@@ -171,10 +171,10 @@ def _junit(report: Path) -> dict[str, object]:
         for child in case:
             if child.tag == "skipped":
                 outcome = "skipped"
-                skips[(child.get("message") or "").strip()[:120]] += 1
+                skips[" ".join((child.get("message") or "").split())[:120]] += 1
             elif child.tag in ("failure", "error"):
                 outcome = "failed" if child.tag == "failure" else "error"
-                failures.append(f"{name}: {(child.get('message') or '').strip()[:160]}")
+                failures.append(f"{name}: {' '.join((child.get('message') or '').split())[:160]}")
         counts[outcome] += 1
     return {"counts": dict(counts), "skips": dict(skips), "failures": failures[:8]}
 
