@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pytest_devcaps.lint.finder import NO_DEVICE_HELPER, Finder
 from pytest_devcaps.lint.helpers import threadable
 from pytest_devcaps.lint.items import Item, decide
-from pytest_devcaps.lint.model import (
-    Analysis, Finding, Hardware, RemoveUnusedImport, ReplaceStatement, Span, Target, join_hardware,
+from pytest_devcaps.lint.records import (
+    Analysis, Finding, Hardware, RemoveUnusedImport, ReplaceStatement, Span, Target, explains, join_hardware,
 )
-from pytest_devcaps.lint.names import resolving
+from pytest_devcaps.lint.resolution import resolving
 from pytest_devcaps.lint.source import SourceFile, parse_source
 
 HARDWARE_MEANING = {
@@ -135,5 +135,5 @@ def _order(finding: Finding) -> tuple[int, int, str]:
 def classify_file(findings: tuple[Finding, ...]) -> Classification:
     relevant = [f for f in findings if f.code != "DC000"]
     hardware = join_hardware([f.hardware for f in relevant])
-    because = tuple(f for f in relevant if f.hardware == hardware) or tuple(relevant)
+    because = tuple(f for f in relevant if explains(f.hardware, hardware))
     return Classification(hardware, because if hardware != "generic" else ())

@@ -12,10 +12,10 @@ from typing import Protocol
 
 from pytest_devcaps.lint import rules
 from pytest_devcaps.lint.aliases import device_value
-from pytest_devcaps.lint.gates import deviceish, dotted, is_cuda_literal, last_name
-from pytest_devcaps.lint.names import SHADOWED, qualified
+from pytest_devcaps.lint.gating import deviceish, dotted, is_cuda_literal, last_name
+from pytest_devcaps.lint.resolution import SHADOWED, qualified
 from pytest_devcaps.lint.items import Item, mark_decorators
-from pytest_devcaps.lint.model import (
+from pytest_devcaps.lint.records import (
     AddMarks, Edit, EditCall, Hardware, Need, RemoveUnusedImport, ReplaceExpr, ReplaceStatement, Span,
 )
 from pytest_devcaps.lint.scopes import DeviceContext, Scope
@@ -153,8 +153,20 @@ def _cuda_fix(host: Host, node: ast.Call, attr: str, entry: rules.CudaCall,
         return _fixture_fix(host, node, attr, entry, context)
     if attr in ("Stream", "Event") and host.cuda_object(node):
         return None  # the finding says why (see cuda_call)
+    if attr in ("Stream", "Event") and context is not None:
+        marks = _marks(host, context, entry.capability)
+        if marks is None and context.mark_owner is not None:
+            return None
+        device = (("device", context.expr("device")),) if context.fixtures and not node.args else ()
+        return (f"replaced by {entry.accelerator}",
+                [EditCall(span, func=entry.accelerator, keywords=device), *(marks or []),
+                 *(host.param_edits(context) if device else [])])
     if attr == "empty_cache":
         return _guarded_statement(host, node, "torch.accelerator.empty_cache()")
+    if attr in rules.CPU_MODULE_CALLS and context is not None and not context.source:
+        module = f"torch.get_device_module({context.expr('device')})"
+        return (f"replaced by {module}.{attr}() (the device may be the CPU, where torch.accelerator raises)",
+                [EditCall(span, func=f"{module}.{attr}"), *host.param_edits(context)])
     if entry.accelerator:
         args = _positional_device(host, node)
         marks = _marks(host, context, entry.capability) if context is not None else []

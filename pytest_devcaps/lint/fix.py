@@ -13,7 +13,7 @@ from typing import Iterable
 from pytest_devcaps.errors import DevcapsError
 from pytest_devcaps.lint.analyze import analyze
 from pytest_devcaps.lint.codemod import apply_edits
-from pytest_devcaps.lint.model import Analysis, Finding, Target
+from pytest_devcaps.lint.records import Analysis, Finding, Target
 
 MAX_ROUNDS = 4
 

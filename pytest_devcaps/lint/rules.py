@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from pytest_devcaps.lint.model import Hardware, Need
+from pytest_devcaps.lint.records import Hardware, Need
 
 # ------------------------------------------------------------------------------------------
 # Rule codes
@@ -491,6 +491,13 @@ CUDA_CALLS: dict[str, CudaCall] = {
     "set_device_index": _accelerator("set_device_index"),
 }
 DEFAULT_CUDA_CALL = CudaCall("torch.accelerator, or the device_runtime fixture")
+# torch.cuda functions torch.cpu has too (torch 2.13 torch/cpu/__init__.py: set_device and
+# synchronize are no-ops there, current_device is "cpu"): where the device comes from a fixture
+# or a parameter it may be the CPU, on which every torch.accelerator function but
+# is_available/device_count raises ("Cannot access accelerator device when none is available"),
+# so the call goes to that device's module: torch.get_device_module(device).set_device(rank) is
+# torch.cuda.set_device(rank) on CUDA, the same call as before.
+CPU_MODULE_CALLS = frozenset({"set_device", "current_device", "synchronize", "current_stream"})
 # Names that single out another vendor next to a CUDA check (a vendor-keyed branch).
 OTHER_VENDOR = re.compile(r"XPU|HPU|MPS|NPU|MTIA|ROCM|rocm|hip(?![a-z])|HIP|xpu|hpu|mps(?![a-z])|npu")
 # Attributes only a CUDA stream / event has: the object they are read from stays CUDA's.

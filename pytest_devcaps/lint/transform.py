@@ -22,7 +22,7 @@ from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from pytest_devcaps.lint import rules
-from pytest_devcaps.lint.model import (
+from pytest_devcaps.lint.records import (
     VALUE, AddMarks, AddParameter, DropDefault, Edit, EditCall, EnsureDeviceType, Need, RemoveUnusedImport, ReplaceDecorator,
     ReplaceExpr, ReplaceStatement, ScopeKey, Span,
 )
@@ -324,13 +324,13 @@ def _add_device_type(module: cst.Module) -> cst.Module:
         else:
             break
     line = cst.parse_statement(rules.DEVICE_TYPE_STATEMENT).with_changes(leading_lines=[cst.EmptyLine()])
-    if index < len(body) and isinstance(body[index], (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
-        after = body[index]
-        blank = sum(e.comment is None for e in after.leading_lines)  # type: ignore[union-attr]
+    after = body[index] if index < len(body) else None
+    if isinstance(after, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+        blank = sum(e.comment is None for e in after.leading_lines)
         wanted = 2 if isinstance(after, (cst.FunctionDef, cst.ClassDef)) else 1
         if blank < wanted:
-            body[index] = after.with_changes(leading_lines=[cst.EmptyLine()] * (wanted - blank)  # type: ignore[union-attr]
-                                             + list(after.leading_lines))  # type: ignore[union-attr]
+            body[index] = after.with_changes(leading_lines=[cst.EmptyLine()] * (wanted - blank)
+                                             + list(after.leading_lines))
     body.insert(index, line)
     return module.with_changes(body=body)
 

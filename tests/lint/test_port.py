@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_devcaps.cli import main
+from pytest_devcaps.commands.main import main
 
 pytest.importorskip("libcst", reason="--fix needs the lint extra (pytest-devcaps[lint])")
 from pytest_devcaps.lint.fix import fix_text  # noqa: E402  (after the importorskip)
@@ -164,8 +164,28 @@ def test_stream_with_cuda_stream_attribute_stays() -> None:
 
 def test_synchronize_never_imports_pytest_devcaps_runtime() -> None:
     for target in ("devcaps", "torch"):
+        # a helper given a device: that device's module (the device may be the CPU, where
+        # torch.accelerator.synchronize() raises; torch.cpu.synchronize() is a no-op)
         out = fix("import torch\n\n\ndef helper(device):\n    torch.cuda.synchronize()\n", target)
-        assert "torch.accelerator.synchronize()" in out and "pytest_devcaps.runtime" not in out
+        assert "torch.get_device_module(device).synchronize()" in out and "pytest_devcaps" not in out
+        # a helper with no device: torch.accelerator (the campaign's form)
+        out = fix("import torch\n\n\ndef helper():\n    torch.cuda.synchronize()\n", target)
+        assert "torch.accelerator.synchronize()" in out and "pytest_devcaps" not in out
+
+
+def test_set_device_in_a_helper_given_the_device_runs_on_cpu() -> None:
+    """The helper of a pytest test given the device fixture (the CPU here): torch.cuda.set_device
+    becomes the device module's, which torch.cpu has as a no-op (torch.accelerator raises)."""
+    source = ("import torch\n\n\ndef _init(rank, device):\n    torch.cuda.set_device(rank)\n\n\n"
+              "def test_init():\n    _init(0, \"cuda\")\n")
+    out = fix(source, "devcaps")
+    assert "torch.get_device_module(device).set_device(rank)" in out
+    assert "def test_init(device):" in out and "_init(0, device)" in out
+    namespace: dict[str, object] = {}
+    exec(compile(out, "t.py", "exec"), namespace)
+    import torch
+
+    namespace["test_init"](torch.device("cpu"))  # type: ignore[operator]
 
 
 def test_sm89_fp8_gate_does_not_admit_emulation() -> None:
