@@ -14,7 +14,7 @@
   its content digest differs from the snapshot (an editor saved it while the lint ran) nothing is
   written and :class:`FileChangedError` says so.
 * **Atomic, durable, the same file.** The new text goes to a temporary file beside the target
-  (``pytest_devcaps.files.write_atomic_bytes``: ``O_TMPFILE`` on Linux), is fsynced, gets the
+  (``pytest_devcaps._util.files.write_atomic_bytes``: ``O_TMPFILE`` on Linux), is fsynced, gets the
   old file's permission bits and (where this user may) its owner and group, and is renamed over
   the target; the folder is fsynced. A reader sees the old file or the new one, never a mix.
 * **Same bytes on disk as a person would expect.** The text is encoded as the file was: its
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_devcaps.errors import DevcapsError, UnsafeFileError
-from pytest_devcaps.files import file_kind, read_regular_file, write_atomic_bytes
+from pytest_devcaps._util.files import file_kind, read_regular_file, write_atomic_bytes
 
 #: The largest source file the lint reads or rewrites (a 20,000-line test file is about 1 MiB).
 MAX_SOURCE_BYTES = 8 * 2**20
