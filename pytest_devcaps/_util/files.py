@@ -22,6 +22,7 @@ import os
 import stat
 import tempfile
 from pathlib import Path
+from typing import BinaryIO, Callable
 
 from pytest_devcaps.errors import UnsafeFileError
 
@@ -166,27 +167,63 @@ def write_atomic(path: Path, text: str) -> None:
     write_atomic_bytes(path, text.encode("utf-8"))
 
 
-def write_atomic_bytes(path: Path, data: bytes) -> None:
+#: Called with the complete temporary file's descriptor before it is renamed over the target:
+#: set its mode and owner, fsync it, check the target was not changed meanwhile (raise to abort).
+Prepare = Callable[[int], None]
+
+
+def write_atomic_bytes(path: Path, data: bytes, *, prepare: Prepare | None = None,
+                       durable: bool = False) -> None:
     """Write ``data`` beside ``path``, then rename it over ``path`` (``os.replace`` is atomic
     on POSIX and Windows). Creates missing parent directories. Raises
     :class:`UnsafeFileError` when ``path`` is a directory, FIFO, device or socket; on any
-    failure no temporary file is left and the old file is untouched."""
+    failure no temporary file is left and the old file is untouched.
+
+    ``prepare(fd)`` runs on the complete temporary file just before the rename (the new file
+    is created mode 0600: ``prepare`` may ``fchmod``/``fchown`` it, or raise to abort the
+    write); ``durable`` fsyncs the file before the rename and the folder after it."""
     path = Path(path)
     check_replaceable(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    if _write_unnamed(path, data):
+    if _write_unnamed(path, data, prepare, durable):
         return
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
+            _finish(handle, prepare, durable)
         os.replace(tmp, path)
     except BaseException:
         _unlink_quietly(tmp)
         raise
+    if durable:
+        _fsync_dir(path.parent)
 
 
-def _write_unnamed(path: Path, data: bytes) -> bool:
+def _finish(handle: BinaryIO, prepare: Prepare | None, durable: bool) -> None:
+    handle.flush()
+    if durable:
+        os.fsync(handle.fileno())
+    if prepare is not None:
+        prepare(handle.fileno())
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (POSIX; a no-op where folders cannot be opened)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _write_unnamed(path: Path, data: bytes, prepare: Prepare | None = None,
+                   durable: bool = False) -> bool:
     """Linux: write into an ``O_TMPFILE`` file, link it under a temporary name once complete
     and rename that over ``path``. False (nothing written) where the platform or the file
     system cannot, so the caller falls back to a named temporary file."""
@@ -200,6 +237,7 @@ def _write_unnamed(path: Path, data: bytes) -> bool:
     try:
         with os.fdopen(fd, "wb", closefd=False) as handle:
             handle.write(data)
+            _finish(handle, prepare, durable)
         tmp = _link_unnamed(fd, path)
     finally:
         os.close(fd)
@@ -210,6 +248,8 @@ def _write_unnamed(path: Path, data: bytes) -> bool:
     except BaseException:
         _unlink_quietly(tmp)
         raise
+    if durable:
+        _fsync_dir(path.parent)
     return True
 
 
