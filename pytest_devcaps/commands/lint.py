@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Sequence, TextIO
+from typing import TYPE_CHECKING, Sequence, TextIO
 
 from pytest_devcaps.lint import analyze_paths
 from pytest_devcaps.lint.fix import FileCounts, FixResult, file_counts
 from pytest_devcaps.lint.records import Analysis, Target
 from pytest_devcaps.lint.output import render, summary
 from pytest_devcaps.lint.source import LintInputError
+
+if TYPE_CHECKING:
+    from pytest_devcaps.lint.writer import SourceSnapshot
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -45,41 +48,64 @@ def run(paths: Sequence[str], exclude: Sequence[str], fmt: str = "text", mode: s
         if fmt == "text" and any(a.findings for a in analyses):
             err.write(summary(analyses) + "\n")
         return _status(analyses)
-    return _rewrite(analyses, fmt, mode, out, err, target)
+    return _rewrite(analyses, fmt, mode, out, err, target, [str(p) for p in paths])
 
 
-def _fix_one(analysis: Analysis, target: Target, err: TextIO) -> FixResult | None:
-    """The file rewritten (None: it is left as it is: unreadable, nothing to fix, or a rewrite
-    that would not parse, which is reported)."""
+def _root(path: str, paths: Sequence[str]) -> str | None:
+    """The command-line path ``path`` was found under: the tree --fix may write in."""
+    for given in paths:
+        if path == given or Path(path).is_relative_to(given):
+            return given
+    return None
+
+
+def _fix_one(analysis: Analysis, target: Target, err: TextIO,
+             root: str | None) -> tuple[FixResult, SourceSnapshot] | None:
+    """The file rewritten, and the snapshot it was read from (None: it is left as it is:
+    unreadable, nothing to fix, or a rewrite that would not parse, which is reported)."""
     from pytest_devcaps.lint.fix import FixError, fix_text
-    from pytest_devcaps.lint.source import read_text
+    from pytest_devcaps.lint.writer import LintWriteError, read_source
 
     if not analysis.readable or not any(f.fixable for f in analysis.findings):
         return None
-    text = read_text(Path(analysis.path))  # decoded as the analysis read it (a `# coding:` line honoured)
-    if not isinstance(text, str):
+    try:  # never blocks (a FIFO or device is refused), never reads through a link out of the tree
+        snapshot = read_source(analysis.path, root=root)
+        text = snapshot.text()  # decoded as the analysis read it (BOM, `# coding:`, CRLF kept)
+    except LintWriteError as exc:
+        err.write(f"devcaps: error: {exc}\n")
         return None
     try:
-        return fix_text(text, analysis.path, target)
+        return fix_text(text, analysis.path, target), snapshot
     except FixError as exc:
         err.write(f"devcaps: error: {exc}\n")
         return None
 
 
-def _write(path: Path, text: str) -> None:
-    from pytest_devcaps.lint.source import source_encoding
+def _write(snapshot: SourceSnapshot, text: str, root: str | None, err: TextIO) -> bool:
+    """Write through lint.writer (atomic; mode, owner, encoding, BOM and line endings kept;
+    never over a file changed since it was read); False, reported, when it refused."""
+    from pytest_devcaps.lint.writer import LintWriteError, write_source
 
-    with open(path, "w", encoding=source_encoding(path), newline="") as handle:
-        handle.write(text)
+    try:
+        write_source(snapshot, text, root=root)
+    except LintWriteError as exc:
+        err.write(f"devcaps: error: {exc}\n")
+        return False
+    return True
 
 
-def _rewrite(analyses: list[Analysis], fmt: str, mode: str, out: TextIO, err: TextIO, target: Target) -> int:
+def _rewrite(analyses: list[Analysis], fmt: str, mode: str, out: TextIO, err: TextIO, target: Target,
+             paths: Sequence[str] = ()) -> int:
     left: list[Analysis] = []
     counts: list[FileCounts] = []
     fixed = files = 0
     failed = False
     for analysis in analyses:
-        result = _fix_one(analysis, target, err)
+        root = _root(analysis.path, paths)
+        done = _fix_one(analysis, target, err, root)
+        result = done[0] if done is not None else None
+        if done is not None and done[0].changed and mode == "fix" and not _write(done[1], done[0].after, root, err):
+            result = None  # refused (changed meanwhile, a link out of the tree...): the file is as it was
         failed = failed or (result is None and analysis.readable and any(f.fixable for f in analysis.findings))
         left.append(result.left if result is not None else analysis)
         counts.append(result.counts() if result is not None else file_counts(analysis.path, analysis.findings,
@@ -89,8 +115,6 @@ def _rewrite(analyses: list[Analysis], fmt: str, mode: str, out: TextIO, err: Te
         fixed, files = fixed + result.fixed, files + 1
         if mode == "diff":
             out.write(result.diff())
-        elif mode == "fix":
-            _write(Path(analysis.path), result.after)
     counts = [c for c in counts if c.found]
     remaining = [a for a in left if a.findings]
     verb = {"diff": "would fix", "fix-check": "would fix"}.get(mode, "fixed")

@@ -115,13 +115,6 @@ def read_text(path: Path) -> str | tuple[int, int, str]:
         return line, 1, f"cannot decode: {exc}"
 
 
-def source_encoding(path: Path) -> str:
-    """The encoding :func:`read_text` decoded ``path`` with (a ``# coding:`` line, a BOM, else
-    UTF-8), for writing a fixed file back the way it was."""
-    with path.open("rb") as handle:
-        return tokenize.detect_encoding(handle.readline)[0]
-
-
 # Folders a walk skips (as ruff and black do): hidden ones (.venv, .git, .tox) and these.
 SKIPPED_DIRS = frozenset({"venv", "node_modules", "build", "dist", "__pycache__", "site-packages",
                           "__pypackages__", "_build"})

@@ -343,6 +343,29 @@ def test_fix_check_passes_once_fixed_though_findings_are_left(tmp_path: Path, mo
     assert main(["lint", "t.py"]) == 1
 
 
+def test_fix_writes_through_the_safe_writer(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--fix keeps a CRLF file with a byte-order mark as it was (lint.writer) and its mode."""
+    path = tmp_path / "t.py"
+    path.write_bytes(b"\xef\xbb\xbf" + method("torch.cuda.synchronize()").replace("\n", "\r\n").encode())
+    path.chmod(0o640)
+    assert main(["lint", "--fix", str(tmp_path)]) == 0
+    data = path.read_bytes()
+    assert data.startswith(b"\xef\xbb\xbf") and b"torch.accelerator.synchronize()\r\n" in data
+    assert data.count(b"\n") == data.count(b"\r\n")
+    assert path.stat().st_mode & 0o777 == 0o640
+
+
+def test_fix_never_writes_through_a_link_out_of_the_tree(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    outside, tree = tmp_path / "outside", tmp_path / "tree"
+    outside.mkdir()
+    tree.mkdir()
+    (outside / "t.py").write_text(method("torch.cuda.synchronize()"))
+    (tree / "t.py").symlink_to(outside / "t.py")
+    assert main(["lint", "--fix", str(tree)]) == 2
+    assert (outside / "t.py").read_text() == method("torch.cuda.synchronize()")
+    assert "outside" in capsys.readouterr().err
+
+
 def test_fix_never_touches_an_unparsable_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "bad.py").write_text("def f(:\n    torch.cuda.synchronize()\n")
     monkeypatch.chdir(tmp_path)
