@@ -1,7 +1,8 @@
 """Building the emu extension once per torch version and source, into the devcaps cache.
 
 The library lands in ``<cache>/emu/torch-<version>-<python tag>-<source digest>/`` (the cache
-is ``pytest_devcaps.cache.default_cache_dir()``), so a warm run finds it and loads it with
+is ``pytest_devcaps.cache.default_cache_dir()``; ``PYTEST_DEVCAPS_EMU_CACHE_DIR`` replaces
+``<cache>/emu``), so a warm run finds it and loads it with
 ctypes, without importing ``torch.utils.cpp_extension``. A cold build runs
 ``torch.utils.cpp_extension.load`` in a child interpreter with ``TORCH_DEVICE_BACKEND_AUTOLOAD=0``
 (the build must not load the backend it is building, and torch's autoload runs while
@@ -23,9 +24,12 @@ from typing import TextIO
 
 from pytest_devcaps.errors import DevcapsError
 
+#: Where builds go when set (tests keep one build while each session gets fresh probe caches).
+CACHE_ENV = "PYTEST_DEVCAPS_EMU_CACHE_DIR"
 #: The extension's name: the library is ``<build folder>/devcaps_emu.so``.
 EXTENSION = "devcaps_emu"
-SOURCE = Path(__file__).resolve().parent / "csrc" / "emu.cpp"
+SOURCES = tuple(Path(__file__).resolve().parent / "csrc" / name
+                for name in ("emu.cpp", "emu_autocast.cpp"))
 #: Compiler flags; part of the cache key.
 CFLAGS = ("-O1",)
 #: A cold build on a loaded two-core machine takes about a minute; past this it has hung.
@@ -37,17 +41,25 @@ class EmuBuildError(DevcapsError):
 
 
 def source_digest() -> str:
-    """A digest of the C++ source and the flags it is compiled with."""
-    digest = hashlib.sha256(SOURCE.read_bytes())
+    """A digest of the C++ sources and the flags they are compiled with."""
+    digest = hashlib.sha256()
+    for source in SOURCES:
+        digest.update(source.read_bytes())
     digest.update(repr(CFLAGS).encode())
     return digest.hexdigest()[:16]
 
 
-def build_directory(torch_version: str) -> Path:
+def build_root() -> Path:
+    """``$PYTEST_DEVCAPS_EMU_CACHE_DIR``, else ``emu/`` in the devcaps cache."""
     from pytest_devcaps.cache import default_cache_dir
 
+    explicit = os.environ.get(CACHE_ENV, "").strip()
+    return Path(explicit) if explicit else default_cache_dir() / "emu"
+
+
+def build_directory(torch_version: str) -> Path:
     tag = f"torch-{torch_version}-{sys.implementation.cache_tag}-{source_digest()}"
-    return default_cache_dir() / "emu" / tag.replace("+", "_")
+    return build_root() / tag.replace("+", "_")
 
 
 def library_path(torch_version: str) -> Path:
@@ -123,5 +135,5 @@ def compile_library(directory: str) -> None:
     this throwaway interpreter is harmless."""
     from torch.utils import cpp_extension
 
-    cpp_extension.load(name=EXTENSION, sources=[str(SOURCE)], build_directory=directory,
+    cpp_extension.load(name=EXTENSION, sources=[str(source) for source in SOURCES], build_directory=directory,
                        extra_cflags=list(CFLAGS), is_python_module=False, verbose=False)

@@ -5,8 +5,8 @@ device count and selection, ``synchronize``, seeding. Work on emu is synchronous
 synchronize only checks the index. Random ops on emu run on the CPU's default generator (the
 CPU fallback runs the CPU kernel), so seeding emu seeds that generator: ``torch.manual_seed``
 calls :func:`manual_seed_all` here (``torch/random.py`` ``_seed_custom_device``), which sets
-the seed it has already set. Absent on purpose: ``Stream``/``Event`` classes of its own,
-``memory_stats``, ``get_amp_supported_dtype`` (no autocast), RNG state: the probes say so.
+the seed it has already set. Autocast casts the matmul family (``csrc/emu_autocast.cpp``).
+Absent on purpose: ``Stream``/``Event`` classes of its own, ``memory_stats``, RNG state.
 """
 
 from __future__ import annotations
@@ -113,6 +113,13 @@ def initial_seed() -> int:
     import torch
 
     return int(torch.default_generator.initial_seed())
+
+
+def get_amp_supported_dtype() -> list[Any]:
+    """The dtypes ``torch.autocast("emu", dtype=...)`` accepts."""
+    import torch
+
+    return [torch.float16, torch.bfloat16]
 
 
 def is_initialized() -> bool:

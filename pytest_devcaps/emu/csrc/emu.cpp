@@ -11,7 +11,8 @@
 //      device (work is synchronous), events that record the host clock;
 //   3. PrivateUse1 hooks (at::RegisterPrivateUse1HooksInterface), so torch.accelerator answers;
 //   4. the ops that create, view, resize and copy tensors, which must know the device;
-//   5. a boxed fallback to the CPU kernels (at::native::cpu_fallback) for every other op.
+//   5. a boxed fallback to the CPU kernels (at::native::cpu_fallback) for every other op;
+//   6. autocast, in emu_autocast.cpp.
 // The Python side (pytest_devcaps/emu/autoload.py) loads this library with ctypes, sets the
 // device count once through devcaps_emu_set_device_count, then renames PrivateUse1 to "emu".
 
