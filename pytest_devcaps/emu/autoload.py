@@ -41,6 +41,10 @@ def load() -> None:
     import ctypes
 
     import torch
+    from torch.utils.backend_registration import (
+        generate_methods_for_privateuse1_backend,
+        rename_privateuse1_backend,
+    )
 
     from pytest_devcaps.emu import NAME, device
     from pytest_devcaps.emu.build import ensure_built
@@ -51,7 +55,8 @@ def load() -> None:
     library: Any = ctypes.CDLL(str(path))
     library.devcaps_emu_set_device_count(count)
     device.bind(library)
-    torch.utils.rename_privateuse1_backend(NAME)
-    torch._register_device_module(NAME, device)
-    torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
+    rename_privateuse1_backend(NAME)
+    register: Any = torch._register_device_module
+    register(NAME, device)
+    generate_methods_for_privateuse1_backend(for_storage=True)
     _loaded = True

@@ -10,14 +10,16 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Sequence
 
-import pytest
+import pluggy
 
 if TYPE_CHECKING:
     from pytest_devcaps.model import CapabilityRecord, DeviceIdentity
     from pytest_devcaps.registry.registrars import BackendRegistrar
 
+hookimpl = pluggy.HookimplMarker("pytest")
 
-@pytest.hookimpl(optionalhook=True)
+
+@hookimpl(optionalhook=True)
 def pytest_devcaps_register_backends(registrar: BackendRegistrar) -> None:
     from pytest_devcaps.emu.adapter import EmuAdapter
 
@@ -29,7 +31,7 @@ COMPUTE_PREFIXES = ("dtype.", "mm.", "attention.")
 EMULATED_REASON = "emu runs it with the host CPU's kernels (boxed CPU fallback): emulated"
 
 
-@pytest.hookimpl(optionalhook=True)
+@hookimpl(optionalhook=True)
 def pytest_devcaps_adjust_results(device: DeviceIdentity, records: Sequence[CapabilityRecord]
                                   ) -> Sequence[CapabilityRecord] | None:
     """A compute probe that ran on emu proved the op works, not that a device does it natively:
