@@ -2,7 +2,8 @@
 
 Registered under the ``pytest11`` entry-point group (pytest sessions) and the ``devcaps`` group
 (the ``devcaps`` CLI). ``optionalhook``: it loads harmlessly where pytest-devcaps' hooks are not
-registered (``-p no:devcaps``). Importing it imports neither torch nor the plugin.
+registered (``-p no:devcaps``). Importing it imports neither torch, pytest nor the plugin
+(``devcaps probe`` runs without pytest): the marker is pluggy's, the one ``pytest.hookimpl`` is.
 """
 
 from __future__ import annotations
