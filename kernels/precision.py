@@ -22,19 +22,21 @@ from typing import Any, Iterator
 
 import torch
 
-#: torch.backends.<name>.matmul.fp32_precision of every backend that has a fp32 GEMM setting.
-_BACKENDS = ("cuda", "mkldnn")
+#: torch.backends.<name>.matmul.fp32_precision of every backend that has a fp32 GEMM setting,
+#: with the values torch accepts for it (torch/backends/__init__.py: cuda has no bf16).
+_BACKENDS = {"cuda": ("ieee", "tf32"), "mkldnn": ("ieee", "tf32", "bf16")}
 PRECISIONS = ("ieee", "tf32", "bf16")
 _lock = threading.RLock()
 
 
-def _settings() -> list[Any]:
-    """The ``matmul`` settings objects that have ``fp32_precision`` in this torch."""
+def _settings(precision: str) -> list[tuple[Any, str]]:
+    """``(matmul settings, value to pin)`` of every backend with ``fp32_precision`` in this torch;
+    a backend that cannot take ``precision`` (cuBLAS has no bf16 mode) is pinned to "ieee"."""
     found = []
-    for name in _BACKENDS:
+    for name, accepted in _BACKENDS.items():
         matmul = getattr(getattr(torch.backends, name, None), "matmul", None)
         if matmul is not None and hasattr(matmul, "fp32_precision"):
-            found.append(matmul)
+            found.append((matmul, precision if precision in accepted else "ieee"))
     return found
 
 
@@ -45,14 +47,14 @@ def fp32_matmul_precision(precision: str = "ieee") -> Iterator[None]:
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
     with _lock:
-        settings = _settings()
+        settings = _settings(precision)
         if not settings:  # a torch older than the per-backend API: the legacy global switch
             yield from _legacy(precision)
             return
-        saved = [(s, s.fp32_precision) for s in settings]
+        saved = [(s, s.fp32_precision) for s, _ in settings]
         try:
-            for s, _ in saved:
-                s.fp32_precision = precision
+            for s, value in settings:
+                s.fp32_precision = value
             yield
         finally:
             for s, value in reversed(saved):
