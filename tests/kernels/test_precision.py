@@ -41,7 +41,6 @@ def test_the_context_pins_and_restores(user_precision: Callable[[str], None]) ->
         assert precision.current() == {"cuda": "ieee", "mkldnn": "ieee"}
     assert precision.current() == before
     assert torch.get_float32_matmul_precision() == "medium"
-    assert torch.backends.cuda.matmul.allow_tf32  # the legacy reading still works (no mixed-API error)
     with pytest.raises(RuntimeError, match="inside"):
         with precision.fp32_matmul_precision():
             raise RuntimeError("inside")
