@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from pytest_devcaps.errors import ConfigError
-from pytest_devcaps.ranks import LaunchInfo, check_report_path, launched_world, report_path
-from pytest_devcaps.torchrun import describe_difference
+from pytest_devcaps.distributed.ranks import LaunchInfo, check_report_path, launched_world, report_path
+from pytest_devcaps.parallel.torchrun import describe_difference
 
 from _acme import acme_conftest
 
