@@ -8,6 +8,14 @@ the one source of facts), run the op, and explain a refusal with the gate; tests
 every shipped profile's facts and check that they agree with the vendor rules, so a probe on
 real hardware and the rule for the same device cannot silently tell different stories.
 Never imports torch itself (only the backends :func:`live_facts` asks do).
+
+Note (one source of truth, not done yet): these gates restate what the vendor rules in
+capabilities.yaml say; tests/config/test_config_classify.py keeps them consistent, but a gate
+answers only "allowed" while a rule answers a level and a reason. A probe could instead read the
+rule verdict for its live device (``classify(load_catalogue(), identity)``) and judge its outcome
+against that, which would leave the YAML as the one source; it needs the catalogue loaded in the
+probe child (and the verdict's level mapped onto "allowed"), so it is left for the architecture
+task.
 """
 
 from __future__ import annotations
