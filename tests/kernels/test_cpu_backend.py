@@ -12,7 +12,7 @@ import sys
 import pytest
 import torch
 
-import devcaps_kernels.cpu as cpu
+import devcaps_kernels.cpu_backend as cpu
 from devcaps_kernels import BackendUsed, Reduce, last_backend, scaled_mm, weight_cache
 from devcaps_kernels import epilogue as ep
 from pytest_devcaps.suites.kernels._checks import assert_reduction_close, assert_y_close, fresh
