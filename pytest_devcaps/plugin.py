@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any, Generator, Sequence
 
 import pytest
 
-from pytest_devcaps import configwarnings, xdist_hooks
+from pytest_devcaps.parallel import xdist_handshake as xdist_hooks
+from pytest_devcaps.session import config_warnings as configwarnings
 from pytest_devcaps.errors import ConfigError, DevcapsError, did_you_mean
-from pytest_devcaps.fixtures import (  # noqa: F401  (fixtures are found by name on this module)
+from pytest_devcaps.session.fixtures import (  # noqa: F401  (fixtures are found by name on this module)
     devcaps,
     devcaps_device,
     devcaps_dtype,
@@ -30,10 +31,10 @@ from pytest_devcaps.fixtures import (  # noqa: F401  (fixtures are found by name
     item_device,
     tolerances,
 )
-from pytest_devcaps.marker_names import DEVICE_NAMES, DTYPE_NAMES, MARKER_LINES, MARKER_NAMES, callspec_param
-from pytest_devcaps.options import KNOWN_DEVICE_TYPES, DevcapsSettings, add_options, resolve_settings
-from pytest_devcaps.require import check_required, skip_unless_required
-from pytest_devcaps.state import (
+from pytest_devcaps.marks.names import DEVICE_NAMES, DTYPE_NAMES, MARKER_LINES, MARKER_NAMES, callspec_param
+from pytest_devcaps.session.options import DevcapsSettings, add_options, resolve_settings
+from pytest_devcaps.session.require import check_required, skip_unless_required
+from pytest_devcaps.session.state import (
     CLASS_PROBLEM_KEY,
     EVALUATION_KEY,
     HARDWARE_KEY,
@@ -54,9 +55,9 @@ def _launched() -> bool:
 
 
 pytest_plugins = [
-    "pytest_devcaps.plan",  # plan mode, with its pytest_cmdline_main hook
+    "pytest_devcaps.session.plan",  # plan mode, with its pytest_cmdline_main hook
     # ranks of a launched world (torchrun) run as one; only imported under a launcher
-    *(["pytest_devcaps.torchrun"] if _launched() else []),
+    *(["pytest_devcaps.parallel.torchrun"] if _launched() else []),
 ]
 
 
@@ -77,7 +78,7 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         settings = resolve_settings(config)
         if settings.json_path:
-            from pytest_devcaps.ranks import check_report_path
+            from pytest_devcaps.distributed.ranks import check_report_path
 
             check_report_path(settings.json_path)
     except DevcapsError as exc:
@@ -90,7 +91,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
     install_default_registry(state.get_registry)
     if _launched():
-        from pytest_devcaps import torchrun  # registered through pytest_plugins
+        from pytest_devcaps.parallel import torchrun  # registered through pytest_plugins
 
         torchrun.receive_seed(config)
     if settings.given() and not state.is_worker:
@@ -105,7 +106,7 @@ def _select(config: pytest.Config, settings: DevcapsSettings) -> Selection:
     """Build (or receive) the session's registry and choose its devices: on first need."""
     launch = None
     if _launched():
-        from pytest_devcaps import torchrun
+        from pytest_devcaps.parallel import torchrun
 
         launch = torchrun.active(config)
     index = launch.local_rank if launch is not None else xdist_hooks.pinned_index(config)
@@ -143,13 +144,13 @@ def _make_current(device: str, who: str) -> None:
 
 
 def _register_optional_plugins(config: pytest.Config) -> None:
-    from pytest_devcaps import reporting
+    from pytest_devcaps.session import reporting
 
     reporter = reporting.ReportingPlugin(config)
     config.pluginmanager.register(reporter, "devcaps-reporting")
     if session_state(config).settings.json_path:
         config.pluginmanager.register(reporter.outcomes, "devcaps-outcomes")
-    from pytest_devcaps.suite_hooks import SuiteHooks
+    from pytest_devcaps.session.suite_hooks import SuiteHooks
 
     config.pluginmanager.register(SuiteHooks(config), "devcaps-suites")
     if config.pluginmanager.hasplugin("xdist"):
@@ -204,6 +205,8 @@ def select_devices(registry: Any, settings: Any, worker: int | None = None) -> l
 
 
 def _check_device_types(settings: Any, present: list[str]) -> None:
+    from pytest_devcaps.model import KNOWN_DEVICE_TYPES  # a plain session never imports model
+
     known = list(dict.fromkeys([*KNOWN_DEVICE_TYPES, *present]))
     for setting in (settings.devices, settings.except_):
         for name in setting.value:
@@ -225,7 +228,7 @@ def _validate_marks(node: pytest.Item, registry: Any, fixturenames: Sequence[str
     """Check the devcaps marks ``node`` sees (``marks``, when the caller has them already); the
     test's own marks must also have the fixture they parametrize (a module's
     ``pytestmark = dtypes(...)`` serves only its dtype tests)."""
-    from pytest_devcaps.markers import validate_marks
+    from pytest_devcaps.marks.evaluation import validate_marks
 
     own = [m for m in node.own_markers if m.name in MARKER_NAMES]
     seen = _devcaps_marks(node) if marks is None else marks
@@ -261,7 +264,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         pytest.fail(f"{metafunc.definition.nodeid}: {problem}", pytrace=False)
     validated = metafunc.config.stash.setdefault(VALIDATED_KEY, {})
     validated[_definition_key(metafunc.definition)] = tuple(marks)
-    from pytest_devcaps.parametrize import parametrize
+    from pytest_devcaps.session.parametrize import parametrize
 
     parametrize(metafunc, state)
 
@@ -292,7 +295,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         marks = [m for m in marks if m.name != "dtypes"]
         if not marks and not uses_device and dtype_param is None:
             continue
-        from pytest_devcaps.markers import evaluate
+        from pytest_devcaps.marks.evaluation import evaluate
 
         evaluation = evaluate(marks, state.registry, item_device(item), dtype_param)
         item.stash[EVALUATION_KEY] = evaluation
@@ -362,7 +365,7 @@ def _setup(item: pytest.Item) -> None:
     if evaluation is None:
         return
     if not evaluation.skip:
-        from pytest_devcaps.suite_hooks import check_free_memory
+        from pytest_devcaps.session.suite_hooks import check_free_memory
 
         check_free_memory(item)  # requires_memory(free=True), now
         evaluation = item.stash[EVALUATION_KEY]
@@ -408,7 +411,7 @@ def pytest_report_collectionfinish(config: pytest.Config) -> list[str] | None:
 
 
 def _header(config: pytest.Config) -> list[str]:
-    from pytest_devcaps.reporting import header_lines
+    from pytest_devcaps.session.reporting import header_lines
 
     config.stash[HEADER_SHOWN_KEY] = True
     return header_lines(session_state(config), verbose=config.get_verbosity() > 0)

@@ -44,7 +44,7 @@ class ReportError(ConfigError):
 
 def stamp(kind: str) -> dict[str, Any]:
     """The fields every document of ``kind`` starts with: format, kind, when, where, by what."""
-    from pytest_devcaps.ranks import host_name  # the one host name a pytest report records too
+    from pytest_devcaps.distributed.ranks import host_name  # the one host name a pytest report records too
 
     return {"format": FORMATS[kind], "kind": kind, "created": utc_now(),
             "host": host_name(), "devcaps_version": __version__}

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from pytest_devcaps.errors import ConfigError, MarkerError, short_repr
-from pytest_devcaps.markers import MAX_SIZE, parse_size
-from pytest_devcaps.options import KNOWN_DEVICE_TYPES
+from pytest_devcaps.marks.evaluation import MAX_SIZE, parse_size
+from pytest_devcaps.model import KNOWN_DEVICE_TYPES
 from pytest_devcaps.registry import RegistryOptions, discover
-from pytest_devcaps.seconds import MAX_PROBE_TIMEOUT, check_probe_timeout, parse_seconds
+from pytest_devcaps._util.durations import MAX_PROBE_TIMEOUT, check_probe_timeout, parse_seconds
 
 USAGE_ERROR = pytest.ExitCode.USAGE_ERROR
 

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from pytest_devcaps.errors import ConfigError
-from pytest_devcaps.cli import main
-from pytest_devcaps.ranks import (LaunchInfo, check_report_path, host_name, launched_world,
+from pytest_devcaps.commands.main import main
+from pytest_devcaps.distributed.ranks import (LaunchInfo, check_report_path, host_name, launched_world,
                                   report_path)
-from pytest_devcaps.torchrun import QuietStream, describe_difference
+from pytest_devcaps.parallel.torchrun import QuietStream, describe_difference
 
 from _acme import acme_conftest
 

@@ -23,7 +23,7 @@ from pytest_devcaps.model import DeviceIdentity, Level, ProbeOutcome
 from pytest_devcaps.probes import ProbeSpec, builtin_probes, run_probes
 from pytest_devcaps.probes.attention import judge_choice, judge_run
 from pytest_devcaps.probes.gates import Gate, judge, live_facts
-from pytest_devcaps.qualnames import resolve
+from pytest_devcaps._util.qualnames import resolve
 
 N, U = Level.NATIVE, Level.UNSUPPORTED
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from pytest_devcaps.cli import main
+from pytest_devcaps.commands.main import main
 from pytest_devcaps.report import ReportError, load_source
-from pytest_devcaps.report.command import merged
+from pytest_devcaps.commands.report import merged
 
 import fleet_data as data
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from pytest_devcaps.cli import main
-from pytest_devcaps.report.command import merged
+from pytest_devcaps.commands.main import main
+from pytest_devcaps.commands.report import merged
 from pytest_devcaps.report.html import render as render_html
 
 import fleet_data as data

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from pytest_devcaps.cli import main
-from pytest_devcaps.report.command import merged
+from pytest_devcaps.commands.main import main
+from pytest_devcaps.commands.report import merged
 
 import fleet_data as data
 
@@ -51,7 +51,7 @@ def test_deep_json_in_a_subprocess_has_no_traceback(tmp_path: Path) -> None:
     """The command line as a user runs it, Python's recursion limit included."""
     path = tmp_path / "deep.json"
     path.write_text("[" * 100_000 + "]" * 100_000)
-    done = subprocess.run([sys.executable, "-m", "pytest_devcaps.cli", "report", "html",
+    done = subprocess.run([sys.executable, "-m", "pytest_devcaps.commands.main", "report", "html",
                            str(path), "-o", str(tmp_path / "x.html")], capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr

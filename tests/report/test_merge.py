@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from pytest_devcaps.cli import main
+from pytest_devcaps.commands.main import main
 from pytest_devcaps.report import ReportError, load_source, merge, parse_argument
-from pytest_devcaps.report.command import merged
+from pytest_devcaps.commands.report import merged
 
 import fleet_data as data
 

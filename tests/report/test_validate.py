@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import pytest
 
-from pytest_devcaps.report.command import merged, schema_text
+from pytest_devcaps.commands.report import merged, schema_text
 from pytest_devcaps.report.validate import SchemaMismatch, validate
 
 import fleet_data as data
