@@ -220,6 +220,15 @@ class RankSession:
             raise KeyboardInterrupt(f"rank {self.info.rank} stopped by the launcher (SIGTERM): "
                                     "another rank of the world failed or died")
 
+    def peer_fields(self) -> dict[str, Any]:
+        """What this rank's JSON report says about the others (``session.reporting`` asks the
+        plugin registered as ``devcaps-ranks``): on rank 0 ``peers.failed`` and
+        ``peers.silent`` (never reported: died or hung); nothing on the other ranks."""
+        if self.info.rank != 0:
+            return {}
+        failed, silent = self.failed_and_silent()
+        return {"peers": {"failed": failed, "silent": silent}}
+
     def failed_and_silent(self) -> tuple[list[int], list[int]]:
         """The other ranks that failed, and those that never reported (rank 0's view)."""
         failed = [rank for rank, r in sorted(self.others.items())
@@ -302,16 +311,6 @@ class RankSession:
                                       f"{failure['message']}", red=True)
         for problem in self.problems:
             terminalreporter.line(problem, red=True)
-
-
-def peer_fields(config: pytest.Config) -> dict[str, Any]:
-    """What rank 0's JSON report says about the other ranks: ``peers.failed`` and
-    ``peers.silent`` (never reported: died or hung); nothing outside a launched world."""
-    session = config.pluginmanager.get_plugin("devcaps-ranks")
-    if not isinstance(session, RankSession) or session.info.rank != 0:
-        return {}
-    failed, silent = session.failed_and_silent()
-    return {"peers": {"failed": failed, "silent": silent}}
 
 
 def _say_done(store: RankStore) -> None:

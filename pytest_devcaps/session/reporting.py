@@ -138,14 +138,14 @@ class ReportingPlugin:
         path = json_report_path(state)
         if path is None:
             return
-        from pytest_devcaps.parallel.torchrun import peer_fields
-
+        ranks = self.config.pluginmanager.get_plugin("devcaps-ranks")  # parallel.torchrun
+        peers = ranks.peer_fields() if ranks is not None else {}
         try:
             write_json_report(path, state, list(self.outcomes.tests.values()),
                               exitstatus=int(session.exitstatus), mode="run",
                               outcomes={"summary": dict(self.outcomes.summary),
                                         "collection_errors": self.outcomes.collection_errors,
-                                        **peer_fields(self.config)})
+                                        **peers})
         except (OSError, DevcapsError) as exc:  # the path changed since configure checked it
             message = f"pytest-devcaps: --devcaps-json: cannot write {state.settings.json_path!r}: {exc}"
             terminal = self.config.pluginmanager.get_plugin("terminalreporter")
