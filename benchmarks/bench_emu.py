@@ -39,8 +39,8 @@ def main() -> None:
     base = {k: v for k, v in os.environ.items() if k != "PYTEST_DEVCAPS_EMU_DEVICES"}
     with tempfile.TemporaryDirectory() as cache:
         env = dict(base, PYTEST_DEVCAPS_EMU_CACHE_DIR=cache)
-        cold = _timed([sys.executable, "-m", "pytest_devcaps.cli", "emu", "build"], env)
-        warm_build = _timed([sys.executable, "-m", "pytest_devcaps.cli", "emu", "build"], env)
+        cold = _timed([sys.executable, "-m", "pytest_devcaps.commands.main", "emu", "build"], env)
+        warm_build = _timed([sys.executable, "-m", "pytest_devcaps.commands.main", "emu", "build"], env)
         print(f"cold build (devcaps emu build, empty cache): {cold:.1f} s")
         print(f"devcaps emu build again (cached): {warm_build:.1f} s")
         emu = dict(env, PYTEST_DEVCAPS_EMU_DEVICES="1")

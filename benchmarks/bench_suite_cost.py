@@ -115,7 +115,7 @@ def main() -> None:
                   lambda side: timed(suite("dynamo"), envs[side], work))
         if args.check:
             alternate("devcaps check (warm)", 1, lambda side: timed(
-                [sys.executable, "-m", "pytest_devcaps.cli", "check"], envs[side], work))
+                [sys.executable, "-m", "pytest_devcaps.commands.main", "check"], envs[side], work))
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pytest_devcaps._util.lazy import lazy_names
 from pytest_devcaps.version import __version__
 
 if TYPE_CHECKING:
@@ -26,35 +27,37 @@ if TYPE_CHECKING:
     from pytest_devcaps.pytorch_compat import DevcapsCapabilities, capabilities_mapping
     from pytest_devcaps.registry import CapabilityRegistry, DeviceCapabilities
     from pytest_devcaps.testcase import DevcapsMixin, DevcapsTestCase
-    from pytest_devcaps.tolerances import Tolerance, Tolerances
+    from pytest_devcaps.marks.tolerances import Tolerance, Tolerances
 
 #: Names served lazily (importing this package must stay light: the probe child imports it),
 #: by the module that defines them.
 _LAZY = {
-    "CapabilityRecord": "model",
-    "DeviceIdentity": "model",
-    "Fact": "model",
-    "Level": "model",
-    "ProbeOutcome": "model",
-    "CapabilityRegistry": "registry",
-    "DeviceCapabilities": "registry",
-    "hardware": "decorators",
-    "requires_capabilities": "decorators",
-    "requires_capability": "decorators",
-    "requires_devices": "decorators",
-    "requires_memory": "decorators",
-    "skip_on": "decorators",
-    "tolerance": "decorators",
-    "xfail_on": "decorators",
-    "DevcapsMixin": "testcase",
-    "DevcapsTestCase": "testcase",
-    "DevcapsCapabilities": "pytorch_compat",
-    "capabilities_mapping": "pytorch_compat",
-    "Tolerance": "tolerances",
-    "Tolerances": "tolerances",
+    "CapabilityRecord": ".model",
+    "DeviceIdentity": ".model",
+    "Fact": ".model",
+    "Level": ".model",
+    "ProbeOutcome": ".model",
+    "CapabilityRegistry": ".registry",
+    "DeviceCapabilities": ".registry",
+    "hardware": ".decorators",
+    "requires_capabilities": ".decorators",
+    "requires_capability": ".decorators",
+    "requires_devices": ".decorators",
+    "requires_memory": ".decorators",
+    "skip_on": ".decorators",
+    "tolerance": ".decorators",
+    "xfail_on": ".decorators",
+    "DevcapsMixin": ".testcase",
+    "DevcapsTestCase": ".testcase",
+    "DevcapsCapabilities": ".pytorch_compat",
+    "capabilities_mapping": ".pytorch_compat",
+    "Tolerance": ".marks.tolerances",
+    "Tolerances": ".marks.tolerances",
 }
 
 __all__ = ["__version__", *_LAZY]
+
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)
 
 PLUGIN_NAME = "devcaps"
 
@@ -67,12 +70,3 @@ def pytest_addhooks(pluginmanager: Any) -> None:
 
     if not pluginmanager.is_registered(plugin):
         pluginmanager.register(plugin, PLUGIN_NAME)
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'pytest_devcaps' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(f"pytest_devcaps.{module}"), name)

@@ -21,8 +21,8 @@ from typing import Any, Callable, TypeVar
 
 import pytest
 
-from pytest_devcaps import hardware_classes as _classes
-from pytest_devcaps.markers import check_keywords
+from pytest_devcaps.marks import hardware as _classes
+from pytest_devcaps.marks.evaluation import check_keywords
 from pytest_devcaps.testcase import checked_call, guard
 
 T = TypeVar("T")

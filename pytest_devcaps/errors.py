@@ -115,7 +115,7 @@ class DevcapsWarning(UserWarning):
     """A problem pytest-devcaps worked around (a backend whose discovery raised, ...).
 
     Inside a pytest session the plugin issues these through pytest
-    (:class:`pytest_devcaps.configwarnings.DevcapsConfigWarning`), so ``-W`` and
+    (:class:`pytest_devcaps.session.config_warnings.DevcapsConfigWarning`), so ``-W`` and
     ``filterwarnings`` apply and they appear in the warnings summary.
     """
 

@@ -215,3 +215,7 @@ class ProbeOutcome:
     level: Level
     reason: str
     transient: bool = False
+
+
+KNOWN_DEVICE_TYPES: tuple[str, ...] = ("cpu", "cuda", "xpu", "mps", "hpu", "mtia", "npu", "privateuseone")
+"""Device types torch names (``torch.device`` accepts them); a backend may add its own."""

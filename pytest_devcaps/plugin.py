@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any, Generator, Sequence
 
 import pytest
 
-from pytest_devcaps import configwarnings, xdist_hooks
+from pytest_devcaps.parallel import xdist_handshake as xdist_hooks
+from pytest_devcaps.session import config_warnings as configwarnings
 from pytest_devcaps.errors import ConfigError, DevcapsError, did_you_mean
-from pytest_devcaps.fixtures import (  # noqa: F401  (fixtures are found by name on this module)
+from pytest_devcaps.session.fixtures import (  # noqa: F401  (fixtures are found by name on this module)
     devcaps,
     devcaps_device,
     devcaps_dtype,
@@ -30,10 +31,10 @@ from pytest_devcaps.fixtures import (  # noqa: F401  (fixtures are found by name
     item_device,
     tolerances,
 )
-from pytest_devcaps.marker_names import DEVICE_NAMES, DTYPE_NAMES, MARKER_LINES, MARKER_NAMES, callspec_param
-from pytest_devcaps.options import KNOWN_DEVICE_TYPES, DevcapsSettings, add_options, resolve_settings
-from pytest_devcaps.require import check_required, skip_unless_required
-from pytest_devcaps.state import (
+from pytest_devcaps.marks.names import DEVICE_NAMES, DTYPE_NAMES, MARKER_LINES, MARKER_NAMES, callspec_param
+from pytest_devcaps.session.options import DevcapsSettings, add_options, resolve_settings
+from pytest_devcaps.session.require import check_required, skip_unless_required
+from pytest_devcaps.session.state import (
     CLASS_PROBLEM_KEY,
     EVALUATION_KEY,
     HARDWARE_KEY,
@@ -54,9 +55,9 @@ def _launched() -> bool:
 
 
 pytest_plugins = [
-    "pytest_devcaps.plan",  # plan mode, with its pytest_cmdline_main hook
+    "pytest_devcaps.session.plan",  # plan mode, with its pytest_cmdline_main hook
     # ranks of a launched world (torchrun) run as one; only imported under a launcher
-    *(["pytest_devcaps.torchrun"] if _launched() else []),
+    *(["pytest_devcaps.parallel.torchrun"] if _launched() else []),
 ]
 
 
@@ -77,7 +78,7 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         settings = resolve_settings(config)
         if settings.json_path:
-            from pytest_devcaps.ranks import check_report_path
+            from pytest_devcaps.distributed.ranks import check_report_path
 
             check_report_path(settings.json_path)
     except DevcapsError as exc:
@@ -90,7 +91,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
     install_default_registry(state.get_registry)
     if _launched():
-        from pytest_devcaps import torchrun  # registered through pytest_plugins
+        from pytest_devcaps.parallel import torchrun  # registered through pytest_plugins
 
         torchrun.receive_seed(config)
     if settings.given() and not state.is_worker:
@@ -105,7 +106,7 @@ def _select(config: pytest.Config, settings: DevcapsSettings) -> Selection:
     """Build (or receive) the session's registry and choose its devices: on first need."""
     launch = None
     if _launched():
-        from pytest_devcaps import torchrun
+        from pytest_devcaps.parallel import torchrun
 
         launch = torchrun.active(config)
     index = launch.local_rank if launch is not None else xdist_hooks.pinned_index(config)
@@ -143,13 +144,13 @@ def _make_current(device: str, who: str) -> None:
 
 
 def _register_optional_plugins(config: pytest.Config) -> None:
-    from pytest_devcaps import reporting
+    from pytest_devcaps.session import reporting
 
     reporter = reporting.ReportingPlugin(config)
     config.pluginmanager.register(reporter, "devcaps-reporting")
     if session_state(config).settings.json_path:
         config.pluginmanager.register(reporter.outcomes, "devcaps-outcomes")
-    from pytest_devcaps.suite_hooks import SuiteHooks
+    from pytest_devcaps.session.suite_hooks import SuiteHooks
 
     config.pluginmanager.register(SuiteHooks(config), "devcaps-suites")
     if config.pluginmanager.hasplugin("xdist"):
@@ -204,6 +205,8 @@ def select_devices(registry: Any, settings: Any, worker: int | None = None) -> l
 
 
 def _check_device_types(settings: Any, present: list[str]) -> None:
+    from pytest_devcaps.model import KNOWN_DEVICE_TYPES  # a plain session never imports model
+
     known = list(dict.fromkeys([*KNOWN_DEVICE_TYPES, *present]))
     for setting in (settings.devices, settings.except_):
         for name in setting.value:
@@ -225,12 +228,38 @@ def _validate_marks(node: pytest.Item, registry: Any, fixturenames: Sequence[str
     """Check the devcaps marks ``node`` sees (``marks``, when the caller has them already); the
     test's own marks must also have the fixture they parametrize (a module's
     ``pytestmark = dtypes(...)`` serves only its dtype tests)."""
-    from pytest_devcaps.markers import validate_marks
+    from pytest_devcaps.marks.evaluation import validate_marks
 
     own = [m for m in node.own_markers if m.name in MARKER_NAMES]
     seen = _devcaps_marks(node) if marks is None else marks
-    validate_marks([m for m in seen if m not in own], registry)
-    validate_marks(own, registry, fixturenames)
+    inherited = [m for m in seen if m not in own]
+    fixtures = frozenset(fixturenames or ()) & _PARAMETRIZED_FIXTURES if fixturenames is not None else None
+    passed = node.config.stash.setdefault(VALID_MARKS_KEY, set())
+    for group, names in ((inherited, None), (own, fixtures)):
+        key = _validation_key(group, names)
+        if key is not None and key in passed:
+            continue  # the same marks passed before (one module's tests share their marks)
+        validate_marks(group, registry, fixturenames if names is not None else None)
+        if key is not None:
+            passed.add(key)
+
+
+VALID_MARKS_KEY = pytest.StashKey[set[object]]()
+"""Mark groups that passed validation in this session, by value: the session's registry (and
+its catalogue) is one, so the same marks need not be checked again for every test."""
+
+_PARAMETRIZED_FIXTURES = frozenset({"dtype", "devcaps_dtype", "device", "devcaps_device"})
+
+
+def _validation_key(marks: list[pytest.Mark], fixtures: frozenset[str] | None) -> object | None:
+    """A hashable identity of ``marks`` (name, args, keywords) and the fixtures they may
+    parametrize; None when an argument is unhashable (then the marks are checked every time)."""
+    key = (tuple((m.name, m.args, tuple(sorted(m.kwargs.items()))) for m in marks), fixtures)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 VALIDATED_KEY = pytest.StashKey[dict[tuple[str, str], tuple[pytest.Mark, ...]]]()
@@ -261,7 +290,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         pytest.fail(f"{metafunc.definition.nodeid}: {problem}", pytrace=False)
     validated = metafunc.config.stash.setdefault(VALIDATED_KEY, {})
     validated[_definition_key(metafunc.definition)] = tuple(marks)
-    from pytest_devcaps.parametrize import parametrize
+    from pytest_devcaps.session.parametrize import parametrize
 
     parametrize(metafunc, state)
 
@@ -292,10 +321,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         marks = [m for m in marks if m.name != "dtypes"]
         if not marks and not uses_device and dtype_param is None:
             continue
-        from pytest_devcaps.markers import evaluate
+        from pytest_devcaps.marks.evaluation import evaluate
 
         evaluation = evaluate(marks, state.registry, item_device(item), dtype_param)
         item.stash[EVALUATION_KEY] = evaluation
+        if any(m.name == "requires_memory" and m.kwargs.get("free") for m in marks):
+            item.stash[FREE_MEMORY_KEY] = True  # measured at setup, right before the test
         item.user_properties.append(("devcaps_device", evaluation.device))
         if evaluation.required:
             item.user_properties.append(("devcaps_requires", ",".join(evaluation.required)))
@@ -362,7 +393,9 @@ def _setup(item: pytest.Item) -> None:
     if evaluation is None:
         return
     if not evaluation.skip:
-        from pytest_devcaps.suite_hooks import check_free_memory
+        if FREE_MEMORY_KEY not in item.stash:
+            return
+        from pytest_devcaps.session.suite_hooks import check_free_memory
 
         check_free_memory(item)  # requires_memory(free=True), now
         evaluation = item.stash[EVALUATION_KEY]
@@ -381,11 +414,20 @@ def _annotate(report: pytest.TestReport, item: pytest.Item) -> None:
     if HARDWARE_KEY in item.stash:
         report.__dict__[HARDWARE_REPORT_KEY] = item.stash[HARDWARE_KEY]
     if evaluation is not None:
-        report.__dict__["devcaps"] = {
-            "device": evaluation.device,
-            "requires": list(evaluation.required),
-            "missing": [m.to_dict() for m in evaluation.missing],
-        }
+        fields = item.stash.get(REPORT_FIELDS_KEY, None)
+        if fields is None or fields[0] is not evaluation:  # made once per evaluation, not per phase
+            fields = (evaluation, {"device": evaluation.device, "requires": list(evaluation.required),
+                                   "missing": [m.to_dict() for m in evaluation.missing]})
+            item.stash[REPORT_FIELDS_KEY] = fields
+        report.__dict__["devcaps"] = fields[1]
+
+
+FREE_MEMORY_KEY = pytest.StashKey[bool]()
+"""The test has ``requires_memory(free=True)``: free memory is measured at its setup."""
+
+REPORT_FIELDS_KEY = pytest.StashKey[tuple[Any, dict[str, Any]]]()
+"""The evaluation a test's reports describe and the fields made from it (setup, call and
+teardown reports share them)."""
 
 
 HEADER_SHOWN_KEY = pytest.StashKey[bool]()
@@ -408,7 +450,7 @@ def pytest_report_collectionfinish(config: pytest.Config) -> list[str] | None:
 
 
 def _header(config: pytest.Config) -> list[str]:
-    from pytest_devcaps.reporting import header_lines
+    from pytest_devcaps.session.reporting import header_lines
 
     config.stash[HEADER_SHOWN_KEY] = True
     return header_lines(session_state(config), verbose=config.get_verbosity() > 0)

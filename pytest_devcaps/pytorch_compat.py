@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any, Callable
 
-from pytest_devcaps.dispatch import torch_device_type
+from pytest_devcaps.backends.dispatch import torch_device_type
 from pytest_devcaps.errors import UnknownDeviceError
 
 if TYPE_CHECKING:

@@ -27,16 +27,17 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import pytest
 
-from pytest_devcaps import classification, markers
+from pytest_devcaps.marks import classification
+from pytest_devcaps.marks import evaluation as markers
 from pytest_devcaps.errors import DevcapsError
-from pytest_devcaps.expectations import Condition, parse_condition
-from pytest_devcaps.options import ENV_HARDWARE, hardware_names
+from pytest_devcaps.marks.expectations import Condition, parse_condition
+from pytest_devcaps.session.options import ENV_HARDWARE, hardware_names
 from pytest_devcaps.pytorch_compat import class_device_key
-from pytest_devcaps.running_test import PYTEST_TEST
-from pytest_devcaps.tolerances import Tolerances, parse_tolerance
+from pytest_devcaps._util.current_test import PYTEST_TEST
+from pytest_devcaps.marks.tolerances import Tolerances, parse_tolerance
 
 if TYPE_CHECKING:
-    from pytest_devcaps.facts import FactVocabulary
+    from pytest_devcaps.config.facts import FactVocabulary
     import torch
 
     from pytest_devcaps.model import DeviceIdentity
@@ -130,7 +131,7 @@ def verdict(function: Any, test: Any) -> Verdict:
 
 
 def _facts(registry: CapabilityRegistry) -> FactVocabulary:
-    from pytest_devcaps.conditions import known_facts
+    from pytest_devcaps.marks.conditions import known_facts
 
     return known_facts(registry)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,3 +93,133 @@ def test_no_function_is_longer_than_sixty_lines() -> None:
                 if length > MAX_FUNCTION_LINES:
                     long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({length} lines)")
     assert not long, "functions over 60 lines:\n" + "\n".join(long)
+
+
+# --- rooms and layers, read from docs/ARCHITECTURE.md (the page is the one source) ----------
+
+DOC = ROOT / "docs" / "ARCHITECTURE.md"
+_LAYER_ROW = re.compile(r"^\| (\d+) \| `([\w.]+/?)` \|")
+
+
+def _layers() -> dict[str, int]:
+    """Room (``errors``, ``_util``, ``__init__``) -> its layer, from the page's Layers table."""
+    layers: dict[str, int] = {}
+    for line in DOC.read_text(encoding="utf-8").splitlines():
+        match = _LAYER_ROW.match(line)
+        if match:
+            room = match.group(2).removesuffix("/").removesuffix(".py")
+            layers[room] = int(match.group(1))
+    return layers
+
+
+def _room(module: str) -> str:
+    parts = module.split(".")
+    return "__init__" if len(parts) == 1 else parts[1]
+
+
+def _upward_arrows(graph: dict[str, set[str]], layers: dict[str, int]) -> list[str]:
+    wrong = []
+    for name, targets in graph.items():
+        for target in targets:
+            source_room, target_room = _room(name), _room(target)
+            if source_room != target_room and layers[target_room] >= layers[source_room]:
+                wrong.append(f"{name} (layer {layers[source_room]} {source_room}) imports {target} "
+                             f"(layer {layers[target_room]} {target_room})")
+    return sorted(wrong)
+
+
+def _plugin_graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: _imports(name, path, modules) for name, path in modules.items()
+            if name.startswith("pytest_devcaps")}
+
+
+def test_every_room_has_a_layer_and_every_layer_a_room() -> None:
+    layers = _layers()
+    rooms = {_room(name) for name in _plugin_graph()}
+    assert rooms == set(layers), (sorted(rooms - set(layers)), sorted(set(layers) - rooms))
+    assert len(set(layers.values())) == len(layers), "each room has a layer of its own"
+
+
+def test_no_arrow_runs_up_a_layer() -> None:
+    layers = _layers()
+    wrong = _upward_arrows(_plugin_graph(), layers)
+    assert not wrong, "imports that run up a layer:\n" + "\n".join(wrong)
+
+
+def test_the_layering_check_sees_an_upward_arrow() -> None:
+    """The check itself: an arrow from a low room to a high one is reported."""
+    layers = {"errors": 1, "session": 17}
+    graph = {"pytest_devcaps.errors": {"pytest_devcaps.session.state"}, "pytest_devcaps.session.state": set()}
+    assert _upward_arrows(graph, layers) == [
+        "pytest_devcaps.errors (layer 1 errors) imports pytest_devcaps.session.state (layer 17 session)"]
+
+
+def _documented_modules() -> set[str]:
+    """Module files the page's Modules block names, as paths relative to the repository."""
+    block = DOC.read_text(encoding="utf-8").split("## Modules", 1)[1].split("```")[1]
+    named: set[str] = set()
+    stack: list[tuple[int, str]] = []
+    for line in block.splitlines():
+        stripped = line.lstrip()
+        if not stripped:
+            continue
+        indent = len(line) - len(stripped)
+        tokens = []
+        for token in stripped.split(" "):
+            if token.endswith(".py") or (token.endswith("/") and "." not in token):
+                tokens.append(token)
+            elif token:
+                break
+        if not tokens:
+            continue
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        prefix = "".join(folder for _, folder in stack)
+        named.update(prefix + token for token in tokens if token.endswith(".py"))
+        if len(tokens) == 1 and tokens[0].endswith("/"):
+            stack.append((indent, tokens[0]))
+    return named
+
+
+def test_the_page_names_every_module_and_only_modules() -> None:
+    actual = {str(path.relative_to(ROOT)) for folder in PACKAGES.values() for path in folder.rglob("*.py")
+              if "suites" not in path.parts and (path.name != "__init__.py" or path.parent in PACKAGES.values())}
+    named = _documented_modules()
+    assert named == actual, (f"modules the page does not name: {sorted(actual - named)}; "
+                             f"names that are not modules: {sorted(named - actual)}")
+
+
+def test_module_basenames_are_unique_where_they_mean_different_things() -> None:
+    """Within the plugin (kernels/ is a house of its own, imported as devcaps_kernels)."""
+    seen: dict[str, list[str]] = {}
+    for path in (ROOT / "pytest_devcaps").rglob("*.py"):
+        if "suites" in path.parts or path.name in ("__init__.py", "base.py"):
+            continue  # base.py is each room's protocol module: the same meaning everywhere
+        seen.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    clashes = {name: paths for name, paths in seen.items() if len(paths) > 1}
+    assert not clashes, clashes
+
+
+def test_every_lazy_name_resolves() -> None:
+    """Each package's lazy table (``_util.lazy``) names a module and attribute that exist."""
+    import importlib
+
+    from pytest_devcaps._util.lazy import target
+
+    for package_name, table_name in (("pytest_devcaps", "_LAZY"), ("pytest_devcaps.registry", "_WHERE"),
+                                     ("pytest_devcaps.report", "_WHERE"),
+                                     ("pytest_devcaps.distributed", "_WHERE")):
+        package = importlib.import_module(package_name)
+        for name, where in getattr(package, table_name).items():
+            module, attribute = target(package_name, name, where)
+            assert hasattr(importlib.import_module(module), attribute), (package_name, name, where)
+            assert getattr(package, name) is getattr(importlib.import_module(module), attribute)
+
+
+def test_lazy_dir_keeps_the_modules_own_names() -> None:
+    """pluggy registers ``-p pytest_devcaps`` by dir(module): its hook must stay visible."""
+    import pytest_devcaps
+
+    names = dir(pytest_devcaps)
+    assert "pytest_addhooks" in names and "requires_capability" in names

@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from pytest_devcaps.cli import main
+from pytest_devcaps.commands.main import main
 
 
 @pytest.fixture(scope="module")
 def kernels_check(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, dict[str, Any]]:
     """One ``devcaps check`` of the kernels suite's error tests: exit code, output, JSON report."""
     report = tmp_path_factory.mktemp("check") / "check.json"
-    done = subprocess.run([sys.executable, "-m", "pytest_devcaps.cli", "check", "--suite", "kernels",
+    done = subprocess.run([sys.executable, "-m", "pytest_devcaps.commands.main", "check", "--suite", "kernels",
                            "--json", str(report), "--", "-k", "test_errors"],
                           capture_output=True, text=True, timeout=600)
     return done.returncode, done.stdout + done.stderr, json.loads(report.read_text())
@@ -43,7 +43,7 @@ def test_check_runs_a_suite_and_prints_the_matrix(kernels_check: tuple[int, str,
 
 def test_check_json_matches_the_schema(kernels_check: tuple[int, str, dict[str, Any]]) -> None:
     jsonschema = pytest.importorskip("jsonschema", reason="the test extra installs jsonschema")
-    from pytest_devcaps.report.command import schema_text
+    from pytest_devcaps.commands.report import schema_text
 
     schema = json.loads(schema_text())
     jsonschema.validate(kernels_check[2], {"$defs": schema["$defs"], "$ref": "#/$defs/check"})

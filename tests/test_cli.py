@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_devcaps.cli import main
+from pytest_devcaps.commands.main import main
 
 
 def test_probe_table(capsys: pytest.CaptureFixture[str]) -> None:
@@ -80,7 +80,7 @@ def test_unknown_device_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
 @pytest.mark.parametrize("flags", [["--device", "cpu"], ["--json"], ["--profile", "amd-mi300x"]])
 def test_probe_imports_no_pytest(flags: list[str]) -> None:
     """``devcaps probe`` runs outside pytest; importing pytest would cost a warm run ~0.16 s."""
-    code = ("import sys; from pytest_devcaps.cli import main; status = main(sys.argv[1:]); "
+    code = ("import sys; from pytest_devcaps.commands.main import main; status = main(sys.argv[1:]); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pytest', '_pytest')), "
             "file=sys.stderr); sys.exit(status)")
     result = subprocess.run([sys.executable, "-c", code, "probe", *flags], capture_output=True, text=True)
@@ -92,7 +92,7 @@ def test_probe_imports_no_pytest(flags: list[str]) -> None:
 def test_capability_matrix_has_a_column_per_device() -> None:
     from pytest_devcaps.model import CapabilityRecord, DeviceIdentity, Level
     from pytest_devcaps.registry import CapabilityRegistry
-    from pytest_devcaps.table import capability_matrix
+    from pytest_devcaps.report.table import capability_matrix
 
     devices = [DeviceIdentity(type="cpu", index=None, vendor="cpu", name="cpu", arch="avx2"),
                DeviceIdentity(type="acme", index=0, vendor="acme", name="N1", arch="n1")]

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_devcaps.cli import main
+from pytest_devcaps.commands.main import main
 from pytest_devcaps.config import compile_expression, list_profiles
-from pytest_devcaps.explain import explain_lines, probe_notes, substitute_facts
+from pytest_devcaps.commands.explain import explain_lines, probe_notes, substitute_facts
 from pytest_devcaps.model import Level
 from pytest_devcaps.registry import CapabilityRegistry, CapabilitySetting, RegistryOptions, build_registry
 

@@ -8,7 +8,7 @@ import pytest
 
 from pytest_devcaps.backends import builtin_backends
 from pytest_devcaps.errors import ConfigError
-from pytest_devcaps.facts import builtin_vocabulary, declared_facts, fact_vocabulary
+from pytest_devcaps.config.facts import builtin_vocabulary, declared_facts, fact_vocabulary
 from pytest_devcaps.model import IDENTITY_FACTS, DeviceIdentity, Fact
 
 

@@ -1,4 +1,4 @@
-"""pytest_devcaps.files: atomic writes leave the old file or the new one, no litter, and replace
+"""pytest_devcaps._util.files: atomic writes leave the old file or the new one, no litter, and replace
 only regular files; reads take regular files of bounded size (and, trusted, only our own)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Callable
 import pytest
 
 from pytest_devcaps.errors import DevcapsError, UnsafeFileError
-from pytest_devcaps.files import (
+from pytest_devcaps._util.files import (
     MAX_READ_BYTES,
     read_regular_file,
     replace_refusal,
@@ -43,7 +43,7 @@ def test_a_failed_write_keeps_the_old_file_and_removes_its_temporary(tmp_path: P
 
 
 def test_imports_neither_torch_nor_pytest() -> None:
-    code = ("import sys, pytest_devcaps.files; "
+    code = ("import sys, pytest_devcaps._util.files; "
             "print(sorted(m for m in ('torch', 'pytest', '_pytest') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
@@ -107,7 +107,7 @@ def test_a_symbolic_link_is_replaced_and_its_target_never_written(tmp_path: Path
 _KILLED_MID_WRITE = """
 import os, sys, time
 from pathlib import Path
-from pytest_devcaps import files
+from pytest_devcaps._util import files
 
 def stall(*args, **kwargs):  # the data is written, the file not yet named: die here
     print("writing", flush=True)

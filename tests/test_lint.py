@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_devcaps.cli import main
+from pytest_devcaps.commands.main import main
 from pytest_devcaps.lint import analyze, classify_file, lint_paths, lint_source
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -155,8 +155,8 @@ def test_every_suggested_class_is_one_the_hardware_marker_accepts() -> None:
     """The lint suggests classes in the marker's own vocabulary: pasting the suggestion works."""
     from typing import get_args
 
-    from pytest_devcaps.hardware_classes import check_class
-    from pytest_devcaps.lint.model import Hardware
+    from pytest_devcaps.marks.hardware import check_class
+    from pytest_devcaps.lint.records import Hardware
 
     for hardware in get_args(Hardware):
         assert check_class(hardware) == hardware

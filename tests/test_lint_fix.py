@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_devcaps.cli import main
+from pytest_devcaps.commands.main import main
 from pytest_devcaps.lint import analyze
 
 pytest.importorskip("libcst", reason="--fix needs the lint extra (pytest-devcaps[lint])")

@@ -10,8 +10,8 @@ import pytest
 
 from pytest_devcaps.config import load_catalogue
 from pytest_devcaps.lint import rules
-from pytest_devcaps.lint.gates import FixedUses, classify, generic_atom, need_for
-from pytest_devcaps.lint.model import Need
+from pytest_devcaps.lint.gating import FixedUses, classify, generic_atom, need_for
+from pytest_devcaps.lint.records import Need
 
 
 def test_every_capability_in_the_table_exists_in_the_catalogue() -> None:

@@ -45,4 +45,4 @@ def test_wheel_contents(tmp_path: Path) -> None:
     assert "devcaps_kernels/__init__.py" in names
     assert not any(n.startswith("kernels/") for n in names)
     assert "[pytest11]\ndevcaps = pytest_devcaps.plugin" in entry_points
-    assert "devcaps = pytest_devcaps.cli:main" in entry_points
+    assert "devcaps = pytest_devcaps.commands.main:main" in entry_points

@@ -10,7 +10,7 @@ import pytest
 from pytest_devcaps.config import load_catalogue
 from pytest_devcaps.errors import ConfigError
 from pytest_devcaps.model import CapabilityRecord, DeviceIdentity, Level
-from pytest_devcaps.partition import plan_types, restricted, slice_indices, worker_slices
+from pytest_devcaps.parallel.partition import plan_types, restricted, slice_indices, worker_slices
 from pytest_devcaps.registry import CapabilityRegistry
 
 

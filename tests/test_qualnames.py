@@ -1,4 +1,4 @@
-"""pytest_devcaps.qualnames: functions named for a fresh interpreter, and found again there."""
+"""pytest_devcaps._util.qualnames: functions named for a fresh interpreter, and found again there."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_devcaps.qualnames import NotImportableError, qualified_name, resolve, source_file
+from pytest_devcaps._util.qualnames import NotImportableError, qualified_name, resolve, source_file
 
 
 def module_level(x: int) -> int:

@@ -37,14 +37,14 @@ def _registry(levels: dict[tuple[str, str], Level]) -> CapabilityRegistry:
     ("mm.int8", False, False),                # a conditional cpu rule: probes decide the rest
 ])
 def test_accelerator_only_reads_the_cpu_rules(capability: str, native: bool, only_accelerators: bool) -> None:
-    from pytest_devcaps.classification import accelerator_only
+    from pytest_devcaps.marks.classification import accelerator_only
 
     assert accelerator_only(load_catalogue(), capability, native=native) is only_accelerators
 
 
 def test_classification_vocabulary_and_typos() -> None:
-    from pytest_devcaps.classification import parse_selection
-    from pytest_devcaps.hardware_classes import check_class, vocabulary
+    from pytest_devcaps.marks.classification import parse_selection
+    from pytest_devcaps.marks.hardware import check_class, vocabulary
 
     assert vocabulary()[:2] == ("generic", "accelerator")
     assert {"cuda", "xpu", "privateuse1", "nvidia", "amd", "habana"} <= set(vocabulary())
@@ -57,8 +57,8 @@ def test_classification_vocabulary_and_typos() -> None:
 
 
 def test_tolerance_precedence_condition_then_dtype_then_closest() -> None:
-    from pytest_devcaps.conditions import known_facts
-    from pytest_devcaps.tolerances import Tolerances, parse_tolerance
+    from pytest_devcaps.marks.conditions import known_facts
+    from pytest_devcaps.marks.tolerances import Tolerances, parse_tolerance
 
     facts = known_facts(_registry({}))
     rules = [parse_tolerance((), kwargs, facts) for kwargs in (
@@ -77,7 +77,7 @@ def test_tolerance_precedence_condition_then_dtype_then_closest() -> None:
 
 
 def test_conditions_know_facts_of_devices_absent_here() -> None:
-    from pytest_devcaps.conditions import compile_condition, known_facts
+    from pytest_devcaps.marks.conditions import compile_condition, known_facts
 
     cpu_only = CapabilityRegistry([CPU], {"cpu": {}}, load_catalogue())
     facts = known_facts(cpu_only)
@@ -87,7 +87,7 @@ def test_conditions_know_facts_of_devices_absent_here() -> None:
 
 
 def test_dtypes_for_prefers_the_vendor_then_the_device_type() -> None:
-    from pytest_devcaps.markers import dtypes_for
+    from pytest_devcaps.marks.evaluation import dtypes_for
 
     mark = pytest.mark.dtypes("float32", when={"cuda": ("float16",), "nvidia": ("bfloat16",)}).mark
     assert dtypes_for(mark, H100) == ["bfloat16"]
@@ -96,14 +96,14 @@ def test_dtypes_for_prefers_the_vendor_then_the_device_type() -> None:
 
 
 def test_sizes_gb_is_decimal_gib_is_binary() -> None:
-    from pytest_devcaps.markers import parse_size
+    from pytest_devcaps.marks.evaluation import parse_size
 
     assert parse_size("2GB") == 2 * 10**9
     assert parse_size("2GiB") == 2 * 2**30
 
 
 def test_free_memory_missing_uses_the_reader() -> None:
-    from pytest_devcaps.markers import free_memory_missing
+    from pytest_devcaps.marks.evaluation import free_memory_missing
 
     marks = [pytest.mark.requires_memory("1GiB", free=True).mark, pytest.mark.requires_memory("8GiB").mark]
     assert free_memory_missing(marks, H100, lambda identity: 2**31) == []
@@ -113,7 +113,7 @@ def test_free_memory_missing_uses_the_reader() -> None:
 
 
 def test_dispatch_keys_come_from_torch() -> None:
-    from pytest_devcaps.dispatch import DispatchKeyError, autograd_dispatch_key, dispatch_key
+    from pytest_devcaps.backends.dispatch import DispatchKeyError, autograd_dispatch_key, dispatch_key
 
     assert (dispatch_key("cpu"), autograd_dispatch_key("cpu")) == ("CPU", "AutogradCPU")
     assert (dispatch_key("cuda:1"), autograd_dispatch_key("cuda")) == ("CUDA", "AutogradCUDA")
@@ -150,7 +150,7 @@ def test_capabilities_mapping_in_pytorchs_shape() -> None:
 
 
 def test_check_prints_hardware_counts_per_suite() -> None:
-    from pytest_devcaps.check import SuiteResult, hardware_lines
+    from pytest_devcaps.commands.check import SuiteResult, hardware_lines
 
     results = [SuiteResult("kernels", 0, 1.0, hardware=Counter(cuda=1, generic=3, accelerator=2)),
                SuiteResult("fsdp", 0, 1.0)]
@@ -185,7 +185,7 @@ def test_hardware_selection_text_is_read_one_way_under_pytest_and_unittest() -> 
     """``PYTEST_DEVCAPS_HARDWARE`` is split by the option's own helper in the unittest bridge
     too: a trailing comma or upper case works in both, instead of failing every unittest test."""
     from pytest_devcaps import testcase
-    from pytest_devcaps.options import hardware_names
+    from pytest_devcaps.session.options import hardware_names
 
     assert hardware_names("Generic, ,ACCELERATOR,") == ("generic", "accelerator")
     assert testcase.hardware_names is hardware_names

@@ -28,7 +28,7 @@ class BackendAdapter(Protocol):
         """The environment variable that selects visible devices (``CUDA_VISIBLE_DEVICES``...),
         None where the type has none.
 
-        ``--devcaps-pin-workers`` sets it per pytest-xdist worker (``pytest_devcaps.partition``):
+        ``--devcaps-pin-workers`` sets it per pytest-xdist worker (``pytest_devcaps.parallel.partition``):
         each worker, and the ranks it spawns, sees its own slice of the devices.
         """
         ...
@@ -38,7 +38,7 @@ class BackendAdapter(Protocol):
         """The facts ``discover()`` may set in ``DeviceIdentity.facts``, by name, beyond the
         identity fields (``pytest_devcaps.model.IDENTITY_FACTS``). Rules, overrides and
         profiles may name only these: anything else is refused as a typo. Static data: it is
-        read without a device (``pytest_devcaps.facts``)."""
+        read without a device (``pytest_devcaps.config.facts``)."""
         ...
 
     def is_available(self) -> bool: ...

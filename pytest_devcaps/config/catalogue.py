@@ -20,7 +20,7 @@ Schema::
             reason: "..."
             source: "..."                 # where the rule comes from (required in the shipped file)
 
-A ``when:`` names device facts only (:mod:`pytest_devcaps.facts`: the identity fields plus
+A ``when:`` names device facts only (:mod:`pytest_devcaps.config.facts`: the identity fields plus
 what the backend adapters declare); any other name is an error with the closest fact. Version
 facts (``torch_version``, ``runtime_version``, ``cuda_version``, ``rocm_version``...) compare
 as versions, with a number literal read as written: ``runtime_version >= 12.10`` holds for
@@ -68,7 +68,7 @@ from pytest_devcaps.errors import (
 from pytest_devcaps.model import DeviceIdentity, Level
 
 if TYPE_CHECKING:
-    from pytest_devcaps.facts import FactVocabulary
+    from pytest_devcaps.config.facts import FactVocabulary
 
 ANY_VENDOR = "*"
 # Vendors of the builtin backends; others (PrivateUse1) are fine unless they look like a typo.
@@ -304,7 +304,7 @@ def _checked_rule_facts(triples: list[tuple[str, str, VendorRule]],
 def _vocabulary(facts: FactVocabulary | None) -> FactVocabulary:
     if facts is not None:
         return facts
-    from pytest_devcaps.facts import builtin_vocabulary
+    from pytest_devcaps.config.facts import builtin_vocabulary
 
     return builtin_vocabulary()
 
@@ -590,7 +590,7 @@ _CACHE_FORMAT = 1  # bump when document_to_plain changes shape
 def _cached_document(cached: Path) -> Any:
     """The document stored at ``cached``, or None: absent, refused (another user's file, or
     writable by others), torn or of any other shape all mean parsing the YAML again."""
-    from pytest_devcaps.files import read_regular_file
+    from pytest_devcaps._util.files import read_regular_file
 
     try:
         data = json.loads(read_regular_file(cached, trusted=True))
@@ -609,8 +609,8 @@ def _parsed_with_disk_cache(path: Path) -> Catalogue:
     validated again on every load exactly as the YAML would be, and read only when this user
     owns it and nobody else may write it. Only a document that validated is stored.
     """
-    from pytest_devcaps.cache import default_cache_dir
-    from pytest_devcaps.files import write_atomic
+    from pytest_devcaps._util.files import default_cache_dir
+    from pytest_devcaps._util.files import write_atomic
     from pytest_devcaps.version import __version__
 
     raw = read_source(path)

@@ -7,7 +7,7 @@ whitelist; nothing is ever passed to ``eval``/``exec``.
 
 Semantics chosen for device facts:
 
-* fact names come from the fact vocabulary (:mod:`pytest_devcaps.facts`): compiled with one,
+* fact names come from the fact vocabulary (:mod:`pytest_devcaps.config.facts`): compiled with one,
   a name outside it is refused with the closest valid name (``vendr`` -> ``vendor``); a known
   fact a device does not have evaluates to ``None`` (a CPU has no ``compute_capability``);
 * an ordering comparison (``< <= > >=``) with ``None`` or between unrelated types is False;
@@ -34,7 +34,7 @@ from pytest_devcaps.errors import ConfigError
 if TYPE_CHECKING:
     from packaging.version import Version
 
-    from pytest_devcaps.facts import FactVocabulary
+    from pytest_devcaps.config.facts import FactVocabulary
 
 MAX_EXPRESSION_LENGTH = 2000
 #: How much of an expression an error message quotes.

@@ -13,7 +13,7 @@ Schema::
 An entry without ``match`` and ``when`` applies to every device. When the matched fact is
 itself a list (``isa``), the entry matches if any listed value is in it.
 
-``match:`` keys and ``when:`` names are device facts (:mod:`pytest_devcaps.facts`); any other
+``match:`` keys and ``when:`` names are device facts (:mod:`pytest_devcaps.config.facts`); any other
 name (``device_type``, ``vendr``) is an error naming the closest fact. Version facts
 (``cuda_version``, ``torch_version``, ``runtime_version``...) compare as versions: in
 ``when:`` a number literal is read as written (``cuda_version >= 12.10`` is version 12.10),
@@ -47,7 +47,7 @@ from pytest_devcaps.config.yamlsource import (
 from pytest_devcaps.model import DeviceIdentity
 
 if TYPE_CHECKING:
-    from pytest_devcaps.facts import FactVocabulary
+    from pytest_devcaps.config.facts import FactVocabulary
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ def _parse_entry(entry: Any, where: Where, catalogue: Catalogue,
 def parse_overrides(document: Any, source: str, catalogue: Catalogue,
                     facts: FactVocabulary | None = None) -> list[OverrideEntry]:
     """Validate one parsed override document; ``facts`` defaults to the builtin vocabulary."""
-    from pytest_devcaps.facts import builtin_vocabulary
+    from pytest_devcaps.config.facts import builtin_vocabulary
 
     vocabulary = builtin_vocabulary() if facts is None else facts
     check_document(document, source, body_keys={"overrides"}, required={"overrides"})

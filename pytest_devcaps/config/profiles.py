@@ -17,7 +17,7 @@ Device keys: ``type`` and ``arch`` (required), ``vendor`` (default: the type), `
 ``memory_bytes``, ``count`` (default 1), ``torch_version``, ``runtime_version``,
 ``driver_version`` and ``facts`` (fact name -> scalar or list of scalars).
 
-``facts:`` names must be device facts a backend declares (:mod:`pytest_devcaps.facts`); any
+``facts:`` names must be device facts a backend declares (:mod:`pytest_devcaps.config.facts`); any
 other name is an error naming the closest one. Versions (the ``*_version`` fields and version
 facts such as ``cuda_version``) are quoted strings: YAML reads an unquoted 12.10 as the
 number 12.1, so a decimal there is refused; a whole number (``torch_version: 3``) is accepted.
@@ -53,7 +53,7 @@ from pytest_devcaps.errors import ConfigError, did_you_mean
 from pytest_devcaps.model import IDENTITY_FACTS, DeviceIdentity
 
 if TYPE_CHECKING:
-    from pytest_devcaps.facts import FactVocabulary
+    from pytest_devcaps.config.facts import FactVocabulary
 
 _PROFILE_KEYS = {"name", "description", "devices", "fixed"}
 _DEVICE_KEYS = {"type", "index", "vendor", "name", "arch", "memory_gib", "memory_bytes", "count",
@@ -164,7 +164,7 @@ def _parse_device(device: Any, where: Where, vocabulary: FactVocabulary) -> Devi
 def parse_profile(document: Any, source: str, catalogue: Catalogue,
                   facts: FactVocabulary | None = None) -> DeviceProfile:
     """Validate one parsed profile document; ``facts`` defaults to the builtin vocabulary."""
-    from pytest_devcaps.facts import builtin_vocabulary
+    from pytest_devcaps.config.facts import builtin_vocabulary
 
     vocabulary = builtin_vocabulary() if facts is None else facts
     check_document(document, source, body_keys={"profile"}, required={"profile"})

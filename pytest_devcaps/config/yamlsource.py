@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any, Collection, Iterator, Mapping, Sequence, 
 
 
 from pytest_devcaps.errors import ConfigError, UnsafeFileError, did_you_mean, short_repr
-from pytest_devcaps.files import MAX_READ_BYTES, read_regular_file
+from pytest_devcaps._util.files import MAX_READ_BYTES, read_regular_file
 
 if TYPE_CHECKING:
-    from pytest_devcaps.facts import FactVocabulary
+    from pytest_devcaps.config.facts import FactVocabulary
 
 SCHEMA_VERSION = 1
 #: Nodes that aliases (``*name``) may add to a document beyond those written out.

@@ -26,8 +26,9 @@ and must install its stack-dump handlers before anything imports torch, and the 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pytest_devcaps._util.lazy import lazy_names
 
 if TYPE_CHECKING:
     from pytest_devcaps.distributed.context import RankContext, rank_device
@@ -40,30 +41,24 @@ if TYPE_CHECKING:
     )
     from pytest_devcaps.distributed.launcher import LaunchInfo, launched_world
     from pytest_devcaps.distributed.pool import close_worlds
-    from pytest_devcaps.distributed.runner import DistributedRunner
-    from pytest_devcaps.qualnames import NotImportableError
+    from pytest_devcaps.distributed.fixture_runner import DistributedRunner
+    from pytest_devcaps._util.qualnames import NotImportableError
 
 _WHERE = {
-    "AllRanksSkipped": "harness",
-    "DistributedRunError": "harness",
-    "DistributedRunner": "runner",
-    "LaunchInfo": "launcher",
-    "NotImportableError": "pytest_devcaps.qualnames",
-    "RankContext": "context",
-    "WorldMemoryWarning": "harness",
-    "WorldOptions": "harness",
-    "close_worlds": "pool",
-    "launched_world": "launcher",
-    "rank_device": "context",
-    "spawn_world": "harness",
+    "AllRanksSkipped": ".harness",
+    "DistributedRunError": ".harness",
+    "DistributedRunner": ".fixture_runner",
+    "LaunchInfo": ".launcher",
+    "NotImportableError": "pytest_devcaps._util.qualnames",
+    "RankContext": ".context",
+    "WorldMemoryWarning": ".harness",
+    "WorldOptions": ".harness",
+    "close_worlds": ".pool",
+    "launched_world": ".launcher",
+    "rank_device": ".context",
+    "spawn_world": ".harness",
 }
 
 __all__ = sorted(_WHERE)
 
-
-def __getattr__(name: str) -> Any:
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module 'pytest_devcaps.distributed' has no attribute {name!r}")
-    module = importlib.import_module(where if "." in where else f"{__name__}.{where}")
-    return getattr(module, name)
+__getattr__, __dir__ = lazy_names(__name__, _WHERE)

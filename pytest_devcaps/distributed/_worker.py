@@ -188,7 +188,7 @@ class _TaskOutput:
 def serve_task(task_dir: str, rank: int, state: _ProcessState, world_dir: str) -> bool:
     """Run the task in ``task_dir``; True when the rank may serve another."""
     from pytest_devcaps.distributed.task import TASK_FILE, RankOutcome
-    from pytest_devcaps.files import write_atomic_bytes
+    from pytest_devcaps._util.files import write_atomic_bytes
 
     output = _TaskOutput(task_dir, rank)
     try:

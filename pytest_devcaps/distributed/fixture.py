@@ -16,7 +16,7 @@ from pytest_devcaps.distributed import settings
 if TYPE_CHECKING:
     import torch
 
-    from pytest_devcaps.distributed.runner import DistributedRunner
+    from pytest_devcaps.distributed.fixture_runner import DistributedRunner
     from pytest_devcaps.registry import DeviceCapabilities
 
 WATCHDOG_SHARE = 0.8
@@ -34,7 +34,7 @@ def distributed(device: torch.device, dist_backend: str, devcaps: DeviceCapabili
     allows it. With pytest-timeout active, the rank watchdog fires before its timeout. Worlds
     are reused between calls (``DEVCAPS_DIST_REUSE=0`` starts a fresh one every time) and
     closed at the end of the session."""
-    from pytest_devcaps.distributed.runner import DistributedRunner
+    from pytest_devcaps.distributed.fixture_runner import DistributedRunner
 
     limit = timeout_of(request.node)
     watchdog = None if limit is None else min(settings.watchdog_timeout(), WATCHDOG_SHARE * limit)

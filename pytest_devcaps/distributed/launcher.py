@@ -1,10 +1,10 @@
 """Ranks started by an outside launcher (torchrun): run the body in-process on every rank.
 
 torchrun sets ``RANK``/``WORLD_SIZE``/``LOCAL_RANK`` and ``MASTER_ADDR``/``MASTER_PORT`` (read by
-``pytest_devcaps.ranks``); each rank runs the whole pytest session, so ``distributed.run`` calls
+``pytest_devcaps.distributed.ranks``); each rank runs the whole pytest session, so ``distributed.run`` calls
 the function directly and all-gathers the outcomes, giving every rank the same list (and the
 same pass/fail). The pytest side of a launched session (rank-0 output, the collection check,
-one pytest-randomly seed) is ``pytest_devcaps.torchrun``.
+one pytest-randomly seed) is ``pytest_devcaps.parallel.torchrun``.
 The process group is created on first use and destroyed at interpreter exit.
 """
 
@@ -22,7 +22,7 @@ import torch
 from pytest_devcaps import runtime
 from pytest_devcaps.distributed.context import RankContext, rank_device
 from pytest_devcaps.distributed.task import RankOutcome
-from pytest_devcaps.ranks import LaunchInfo, launched_world
+from pytest_devcaps.distributed.ranks import LaunchInfo, launched_world
 
 __all__ = ["LaunchInfo", "ensure_process_group", "launched_world", "run_on_launched_rank"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from pytest_devcaps.errors import ConfigError
-from pytest_devcaps.seconds import parse_seconds
+from pytest_devcaps._util.durations import parse_seconds
 
 TIMEOUT_VARIABLE = "DEVCAPS_DIST_TIMEOUT"
 PG_TIMEOUT_VARIABLE = "DEVCAPS_DIST_PG_TIMEOUT"
@@ -31,7 +31,7 @@ _FALSE = ("", "0", "false", "no", "off")
 
 
 def seconds(value: object, name: str) -> float:
-    """``value`` as seconds (:func:`pytest_devcaps.seconds.parse_seconds`: finite, above 0, at
+    """``value`` as seconds (:func:`pytest_devcaps._util.durations.parse_seconds`: finite, above 0, at
     most what a wait accepts); ``name`` (a variable or argument) is in the error."""
     return parse_seconds(value, name)
 

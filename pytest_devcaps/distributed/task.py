@@ -7,7 +7,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from pytest_devcaps.qualnames import qualified_name, resolve, source_file
+from pytest_devcaps._util.qualnames import qualified_name, resolve, source_file
 
 TASK_FILE = "task.pkl"
 

@@ -1,7 +1,7 @@
 """Building the emu extension once per torch version and source, into the devcaps cache.
 
 The library lands in ``<cache>/emu/torch-<version>-<python tag>-<source digest>/`` (the cache
-is ``pytest_devcaps.cache.default_cache_dir()``; ``PYTEST_DEVCAPS_EMU_CACHE_DIR`` replaces
+is ``pytest_devcaps._util.files.default_cache_dir()``; ``PYTEST_DEVCAPS_EMU_CACHE_DIR`` replaces
 ``<cache>/emu``), so a warm run finds it and loads it with
 ctypes, without importing ``torch.utils.cpp_extension``. A cold build runs
 ``torch.utils.cpp_extension.load`` in a child interpreter with ``TORCH_DEVICE_BACKEND_AUTOLOAD=0``
@@ -51,7 +51,7 @@ def source_digest() -> str:
 
 def build_root() -> Path:
     """``$PYTEST_DEVCAPS_EMU_CACHE_DIR``, else ``emu/`` in the devcaps cache."""
-    from pytest_devcaps.cache import default_cache_dir
+    from pytest_devcaps._util.files import default_cache_dir
 
     explicit = os.environ.get(CACHE_ENV, "").strip()
     return Path(explicit) if explicit else default_cache_dir() / "emu"
@@ -80,7 +80,7 @@ def toolchain_problem() -> str | None:
 def trusted_library(path: Path) -> Path | None:
     """``path`` when it is a built library this process may load; None when it is not built;
     raises :class:`EmuBuildError` when it exists but someone else could have written it."""
-    from pytest_devcaps.files import untrusted
+    from pytest_devcaps._util.files import untrusted
 
     if not path.is_file():
         return None

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from pytest_devcaps.lint.analyze import Classification, analyze, classify_file, unreadable
-from pytest_devcaps.lint.model import Analysis, Finding
+from pytest_devcaps.lint.records import Analysis, Finding
 from pytest_devcaps.lint.source import LintInputError, iter_python_files, read_text
 
 __all__ = ["Analysis", "Classification", "Finding", "LintInputError", "analyze", "analyze_paths",

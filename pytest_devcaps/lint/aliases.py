@@ -12,9 +12,9 @@ import ast
 from dataclasses import dataclass, field
 
 from pytest_devcaps.lint import rules
-from pytest_devcaps.lint.gates import FixedUses, classify, dotted, generic_atom, is_cuda_literal
+from pytest_devcaps.lint.gating import FixedUses, classify, dotted, generic_atom, is_cuda_literal
 from pytest_devcaps.lint.items import Item
-from pytest_devcaps.lint.model import AddParameter, Edit, ReplaceExpr, ReplaceStatement
+from pytest_devcaps.lint.records import AddParameter, Edit, ReplaceExpr, ReplaceStatement
 from pytest_devcaps.lint.scopes import DeviceContext
 from pytest_devcaps.lint.source import SourceFile
 

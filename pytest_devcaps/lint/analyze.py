@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pytest_devcaps.lint.finder import NO_DEVICE_HELPER, Finder
 from pytest_devcaps.lint.helpers import threadable
 from pytest_devcaps.lint.items import Item, decide
-from pytest_devcaps.lint.model import (
+from pytest_devcaps.lint.records import (
     Analysis, Finding, Hardware, RemoveUnusedImport, ReplaceStatement, Span, join_hardware,
 )
 from pytest_devcaps.lint.source import SourceFile, parse_source

@@ -12,9 +12,9 @@ from typing import Protocol
 
 from pytest_devcaps.lint import rules
 from pytest_devcaps.lint.aliases import device_value
-from pytest_devcaps.lint.gates import deviceish, dotted, is_cuda_literal, last_name
+from pytest_devcaps.lint.gating import deviceish, dotted, is_cuda_literal, last_name
 from pytest_devcaps.lint.items import Item
-from pytest_devcaps.lint.model import (
+from pytest_devcaps.lint.records import (
     AddMarks, Edit, EditCall, Hardware, Need, ReplaceExpr, ReplaceStatement, Span,
 )
 from pytest_devcaps.lint.scopes import DeviceContext, Scope

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from pytest_devcaps.errors import DevcapsError
-from pytest_devcaps.lint.model import Edit
+from pytest_devcaps.lint.records import Edit
 
 EXTRA = "pytest-devcaps[lint]"
 

@@ -10,12 +10,12 @@ import ast
 from typing import Callable, Literal
 
 from pytest_devcaps.lint import rules
-from pytest_devcaps.lint.gates import (
+from pytest_devcaps.lint.gating import (
     Atom, LocalGate, Uses, atoms_in, classify, dotted, generic_atom, is_cuda_literal, last_name, local_atom,
     need_for, resolve, unknown_device_word,
 )
 from pytest_devcaps.lint.items import Construct, Item
-from pytest_devcaps.lint.model import Need, ReplaceDecorator
+from pytest_devcaps.lint.records import Need, ReplaceDecorator
 from pytest_devcaps.lint.scopes import ModuleFacts, Scope, device_parametrize, removable_device_parametrize
 from pytest_devcaps.lint.source import SourceFile
 

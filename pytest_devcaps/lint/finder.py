@@ -11,9 +11,9 @@ import ast
 from pytest_devcaps.lint import calls, rules
 from pytest_devcaps.lint.aliases import Aliases
 from pytest_devcaps.lint.constructs import GateReader, atom_item
-from pytest_devcaps.lint.gates import Atom, classify, deviceish, dotted, is_cuda_literal, last_name
+from pytest_devcaps.lint.gating import Atom, classify, deviceish, dotted, is_cuda_literal, last_name
 from pytest_devcaps.lint.items import Construct, Item
-from pytest_devcaps.lint.model import (
+from pytest_devcaps.lint.records import (
     VALUE, AddParameter, DropDefault, Edit, EditCall, Hardware, RemoveUnusedImport, ReplaceExpr, Span,
 )
 from pytest_devcaps.lint.scopes import DeviceContext, ModuleFacts, Scope, class_scope, function_scope, module_scope

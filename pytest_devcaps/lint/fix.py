@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pytest_devcaps.errors import DevcapsError
 from pytest_devcaps.lint.analyze import analyze
 from pytest_devcaps.lint.codemod import apply_edits
-from pytest_devcaps.lint.model import Analysis
+from pytest_devcaps.lint.records import Analysis
 
 MAX_ROUNDS = 4
 

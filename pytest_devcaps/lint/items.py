@@ -11,7 +11,7 @@ import ast
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from pytest_devcaps.lint.model import (
+from pytest_devcaps.lint.records import (
     AddMarks, Edit, Finding, Hardware, Need, RemoveUnusedImport, ReplaceDecorator, ReplaceExpr, ReplaceStatement,
     ScopeKey, Span,
 )

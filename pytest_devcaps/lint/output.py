@@ -8,7 +8,7 @@ import json
 from typing import Sequence
 
 from pytest_devcaps.lint.analyze import classify_file
-from pytest_devcaps.lint.model import Analysis, Finding
+from pytest_devcaps.lint.records import Analysis, Finding
 
 FORMATS = ("text", "json", "github")
 

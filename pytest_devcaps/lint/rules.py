@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from pytest_devcaps.lint.model import Hardware, Need
+from pytest_devcaps.lint.records import Hardware, Need
 
 # ------------------------------------------------------------------------------------------
 # Rule codes

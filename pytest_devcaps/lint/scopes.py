@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Literal, Mapping
 
 from pytest_devcaps.lint import rules
-from pytest_devcaps.lint.gates import LocalGate, is_cuda_literal, last_name, local_gates
-from pytest_devcaps.lint.model import ScopeKey
+from pytest_devcaps.lint.gating import LocalGate, is_cuda_literal, last_name, local_gates
+from pytest_devcaps.lint.records import ScopeKey
 
 Kind = Literal["module", "class", "test", "fixture", "function", "testcase", "method", "nested"]
 

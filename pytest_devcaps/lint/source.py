@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
 from pytest_devcaps.errors import DevcapsError, did_you_mean
-from pytest_devcaps.lint.model import Span
+from pytest_devcaps.lint.records import Span
 from pytest_devcaps.lint.rules import ALLOW_PRAGMA, RULES
 
 

@@ -21,7 +21,7 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from pytest_devcaps.lint.model import (
+from pytest_devcaps.lint.records import (
     VALUE, AddMarks, AddParameter, DropDefault, Edit, EditCall, Need, RemoveUnusedImport, ReplaceDecorator,
     ReplaceExpr, ReplaceStatement, ScopeKey, Span,
 )

@@ -5,7 +5,7 @@ Importing this package is cheap: probe modules import torch only when a probe ru
 
 from __future__ import annotations
 
-from pytest_devcaps.probes import attention, compile, distributed, dtypes, matmul, runtime
+from pytest_devcaps.probes import attention, collectives, compile, dtypes, matmul, runtime_ops
 from pytest_devcaps.probes.base import ProbeFunction, ProbeSpec
 from pytest_devcaps.probes.runner import run_probe_in_this_process, run_probes
 
@@ -31,18 +31,18 @@ _BUILTIN: dict[str, ProbeFunction] = {
     "attention.mem_efficient": attention.probe_mem_efficient,
     "attention.cudnn": attention.probe_cudnn,
     "attention.flex": attention.probe_flex,
-    "runtime.graphs": runtime.probe_graphs,
-    "runtime.streams": runtime.probe_streams,
-    "runtime.events": runtime.probe_events,
-    "runtime.memory_stats": runtime.probe_memory_stats,
-    "runtime.pinned_memory": runtime.probe_pinned_memory,
+    "runtime.graphs": runtime_ops.probe_graphs,
+    "runtime.streams": runtime_ops.probe_streams,
+    "runtime.events": runtime_ops.probe_events,
+    "runtime.memory_stats": runtime_ops.probe_memory_stats,
+    "runtime.pinned_memory": runtime_ops.probe_pinned_memory,
     "compile.inductor": compile.probe_inductor,
     "compile.triton": compile.probe_triton,
-    "dist.gloo": distributed.probe_gloo,
-    "dist.nccl": distributed.probe_nccl,
-    "dist.xccl": distributed.probe_xccl,
-    "dist.hccl": distributed.probe_hccl,
-    "dist.mpi": distributed.probe_mpi,
+    "dist.gloo": collectives.probe_gloo,
+    "dist.nccl": collectives.probe_nccl,
+    "dist.xccl": collectives.probe_xccl,
+    "dist.hccl": collectives.probe_hccl,
+    "dist.mpi": collectives.probe_mpi,
 }
 
 

@@ -24,7 +24,7 @@ import time
 from typing import IO, Any, Callable, NoReturn
 
 from pytest_devcaps.probes.base import brief, call_probe
-from pytest_devcaps.qualnames import resolve
+from pytest_devcaps._util.qualnames import resolve
 
 
 #: Exit code of a child whose parent was already gone when it started.

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from pytest_devcaps.model import Level, ProbeOutcome
-from pytest_devcaps.qualnames import qualified_name
+from pytest_devcaps._util.qualnames import qualified_name
 
 ProbeFunction = Callable[[str], ProbeOutcome]
 
@@ -29,7 +29,7 @@ class ProbeSpec:
     @property
     def target(self) -> str:
         """``module:qualname`` of the function, the form the child process imports; raises
-        :class:`~pytest_devcaps.qualnames.NotImportableError` when it could not."""
+        :class:`~pytest_devcaps._util.qualnames.NotImportableError` when it could not."""
         return qualified_name(self.function, f"probe {self.name!r}")
 
 

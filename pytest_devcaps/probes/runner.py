@@ -24,7 +24,7 @@ from typing import IO, Any, Mapping, Sequence
 
 from pytest_devcaps.model import Level, ProbeOutcome
 from pytest_devcaps.probes.base import ProbeSpec, brief, call_probe
-from pytest_devcaps.qualnames import NotImportableError
+from pytest_devcaps._util.qualnames import NotImportableError
 
 #: Seconds a fresh child may take to import torch and the probe modules before "ready".
 STARTUP_TIMEOUT = 120.0

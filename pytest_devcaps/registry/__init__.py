@@ -1,6 +1,6 @@
 """The capability registry: one answer per (capability, device), with level, reason and source.
 
-- :mod:`~pytest_devcaps.registry.options`: what shapes a registry (overrides, settings, profile).
+- :mod:`~pytest_devcaps.registry.inputs`: what shapes a registry (overrides, settings, profile).
 - :mod:`~pytest_devcaps.registry.registrars`: what the vendor hooks fill in.
 - :mod:`~pytest_devcaps.registry.probing`: probe outcomes per device, through the cache.
 - :mod:`~pytest_devcaps.registry.layers`: precedence as an ordered list of layers, merged.
@@ -10,8 +10,9 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pytest_devcaps._util.lazy import lazy_names
 
 if TYPE_CHECKING:
     from pytest_devcaps.registry.build import (
@@ -21,26 +22,22 @@ if TYPE_CHECKING:
         registry_from_snapshot,
     )
     from pytest_devcaps.registry.layers import merge_answer
-    from pytest_devcaps.registry.options import CapabilitySetting, RegistryOptions
+    from pytest_devcaps.registry.inputs import CapabilitySetting, RegistryOptions
     from pytest_devcaps.registry.query import CapabilityRegistry, DeviceCapabilities
     from pytest_devcaps.registry.registrars import BackendRegistrar, CapabilityRegistrar
 
 _WHERE = {
-    "build_registry": "build", "catalogue_with_hooks": "build", "discover": "build",
-    "registry_from_snapshot": "build",
-    "merge_answer": "layers",
-    "CapabilitySetting": "options", "RegistryOptions": "options",
-    "CapabilityRegistry": "query", "DeviceCapabilities": "query",
-    "BackendRegistrar": "registrars", "CapabilityRegistrar": "registrars",
+    "build_registry": ".build", "catalogue_with_hooks": ".build", "discover": ".build",
+    "registry_from_snapshot": ".build",
+    "merge_answer": ".layers",
+    "CapabilitySetting": ".inputs", "RegistryOptions": ".inputs",
+    "CapabilityRegistry": ".query", "DeviceCapabilities": ".query",
+    "BackendRegistrar": ".registrars", "CapabilityRegistrar": ".registrars",
 }
 
-
-def __getattr__(name: str) -> Any:
-    """Names are imported on first use (PEP 562): the pytest plugin imports the option types in
-    every session, and only a session that uses devcaps needs the rest."""
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+# Names are imported on first use: the pytest plugin imports the option types in every session,
+# and only a session that uses devcaps needs the rest.
+__getattr__, __dir__ = lazy_names(__name__, _WHERE)
 
 
 __all__ = [

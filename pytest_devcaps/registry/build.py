@@ -1,7 +1,7 @@
 """Building a registry: the catalogue with hook additions, devices (discovered or from a
 profile), probe outcomes, then the merge of every precedence layer.
 
-The fact vocabulary (:mod:`pytest_devcaps.facts`) comes from the backend adapters, builtin
+The fact vocabulary (:mod:`pytest_devcaps.config.facts`) comes from the backend adapters, builtin
 and hook-registered, before any YAML is read: hook rules, override files and profiles are all
 checked against the facts some backend can actually set.
 """
@@ -24,14 +24,14 @@ from pytest_devcaps.registry.layers import (
     RuleLayer,
     merge,
 )
-from pytest_devcaps.registry.options import RegistryOptions, check_setting_devices
+from pytest_devcaps.registry.inputs import RegistryOptions, check_setting_devices
 from pytest_devcaps.registry.query import CapabilityRegistry
 from pytest_devcaps.registry.registrars import BackendRegistrar, CapabilityRegistrar
 
 if TYPE_CHECKING:
     from pytest_devcaps.backends.base import BackendAdapter
     from pytest_devcaps.config.catalogue import Catalogue
-    from pytest_devcaps.facts import FactVocabulary
+    from pytest_devcaps.config.facts import FactVocabulary
     from pytest_devcaps.probes.base import ProbeSpec
 
 
@@ -42,7 +42,7 @@ def build_registry(options: RegistryOptions = RegistryOptions(), hook: Any = Non
     """
     from pytest_devcaps.backends import discover_devices
     from pytest_devcaps.config import load_overrides, load_profile
-    from pytest_devcaps.facts import fact_vocabulary
+    from pytest_devcaps.config.facts import fact_vocabulary
 
     started = time.perf_counter()
     adapters = backend_adapters(hook)
@@ -89,7 +89,7 @@ def catalogue_with_hooks(hook: Any = None, facts: FactVocabulary | None = None
     catalogue = load_catalogue()
     if registrar.specs or registrar.rules:
         if facts is None:
-            from pytest_devcaps.facts import fact_vocabulary
+            from pytest_devcaps.config.facts import fact_vocabulary
 
             facts = fact_vocabulary(backend_adapters(hook))
         catalogue = catalogue.with_capabilities(registrar.specs, registrar.rules, facts)
@@ -121,7 +121,7 @@ def _check_settings(options: RegistryOptions, catalogue: Catalogue) -> None:
 def registry_from_snapshot(snapshot: Mapping[str, Any], hook: Any = None) -> CapabilityRegistry:
     """An xdist worker's registry: the controller's answers, with this process's catalogue and
     fact vocabulary (the same hooks run here; a different catalogue is refused)."""
-    from pytest_devcaps.facts import fact_vocabulary
+    from pytest_devcaps.config.facts import fact_vocabulary
 
     facts = fact_vocabulary(backend_adapters(hook))
     catalogue, _ = catalogue_with_hooks(hook, facts)

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from pytest_devcaps.config.catalogue import Catalogue, RuleVerdict
     from pytest_devcaps.config.overrides import OverrideEntry
     from pytest_devcaps.config.profiles import DeviceProfile
-    from pytest_devcaps.registry.options import CapabilitySetting
+    from pytest_devcaps.registry.inputs import CapabilitySetting
 
 RULE_SOURCE = "vendor-rule"
 UNANSWERED_REASON = "no probe and no vendor rule answers this"

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from pytest_devcaps.model import DeviceIdentity, ProbeOutcome
 
 if TYPE_CHECKING:
-    from pytest_devcaps.cache import ProbeCache
+    from pytest_devcaps.registry.cache import ProbeCache
     from pytest_devcaps.config.catalogue import Catalogue
     from pytest_devcaps.probes.base import ProbeSpec
-    from pytest_devcaps.registry.options import RegistryOptions
+    from pytest_devcaps.registry.inputs import RegistryOptions
 
 
 @dataclass
@@ -42,7 +42,7 @@ def _model(identity: DeviceIdentity) -> tuple[str, str, str, str]:
 def probe_devices(identities: Sequence[DeviceIdentity], catalogue: Catalogue,
                   probes: Mapping[str, ProbeSpec], options: RegistryOptions) -> ProbeResults:
     """Outcomes of every registered probe of a catalogue capability, for every device."""
-    from pytest_devcaps.cache import ProbeCache
+    from pytest_devcaps.registry.cache import ProbeCache
 
     specs = {name: spec for name, spec in probes.items() if name in catalogue}
     cache = ProbeCache(options.cache_dir)
@@ -60,7 +60,7 @@ def _probe_model(identity: DeviceIdentity, catalogue: Catalogue, specs: Mapping[
                  cache: ProbeCache, options: RegistryOptions,
                  results: ProbeResults) -> dict[str, ProbeOutcome]:
     """One device model's outcomes: the cached ones, plus a probe run for what is missing."""
-    from pytest_devcaps.cache import CacheLookup, fingerprint
+    from pytest_devcaps.registry.cache import CacheLookup, fingerprint
     from pytest_devcaps.probes import run_probes
 
     key = fingerprint({

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     import torch
 
     from pytest_devcaps.config.catalogue import Catalogue
-    from pytest_devcaps.facts import FactVocabulary
+    from pytest_devcaps.config.facts import FactVocabulary
 
 SNAPSHOT_FORMAT = 2
 
@@ -44,14 +44,14 @@ class DeviceCapabilities:
     def dispatch_key(self) -> str:
         """The device's backend dispatch key (``"CUDA"``, ``"XPU"``, ``"PrivateUse1"``, ``"CPU"``),
         asked of torch, for ``torch.library`` registrations."""
-        from pytest_devcaps.dispatch import dispatch_key
+        from pytest_devcaps.backends.dispatch import dispatch_key
 
         return dispatch_key(self.identity.type)
 
     @property
     def autograd_dispatch_key(self) -> str:
         """The device's autograd dispatch key (``"AutogradCUDA"``...), asked of torch."""
-        from pytest_devcaps.dispatch import autograd_dispatch_key
+        from pytest_devcaps.backends.dispatch import autograd_dispatch_key
 
         return autograd_dispatch_key(self.identity.type)
 
@@ -79,7 +79,7 @@ class CapabilityRegistry:
                  facts: FactVocabulary | None = None, *,
                  probe_outcomes: Mapping[str, Mapping[str, ProbeOutcome]] | None = None,
                  probed: Sequence[str] = ()) -> None:
-        from pytest_devcaps.facts import builtin_vocabulary
+        from pytest_devcaps.config.facts import builtin_vocabulary
 
         self.devices: tuple[DeviceIdentity, ...] = tuple(devices)
         self._records = {dev: dict(caps) for dev, caps in records.items()}

@@ -9,8 +9,9 @@ The names below are imported on first use: the pytest plugin's JSON report needs
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pytest_devcaps._util.lazy import lazy_names
 
 if TYPE_CHECKING:
     from pytest_devcaps.report.formats import FORMATS, ReportError, classify_outcome
@@ -18,16 +19,10 @@ if TYPE_CHECKING:
     from pytest_devcaps.report.fleet import merge
     from pytest_devcaps.report.sources import Source, load_source, parse_argument
 
-_WHERE = {"FORMATS": ("formats", "FORMATS"), "ReportError": ("formats", "ReportError"),
-          "classify_outcome": ("formats", "classify_outcome"), "render_html": ("html", "render"),
-          "merge": ("fleet", "merge"), "Source": ("sources", "Source"),
-          "load_source": ("sources", "load_source"), "parse_argument": ("sources", "parse_argument")}
+_WHERE = {"FORMATS": ".formats", "ReportError": ".formats", "classify_outcome": ".formats",
+          "render_html": ".html:render", "merge": ".fleet", "Source": ".sources",
+          "load_source": ".sources", "parse_argument": ".sources"}
 
 __all__ = sorted(_WHERE)
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module, attribute = _WHERE[name]
-    return getattr(importlib.import_module(f"{__name__}.{module}"), attribute)
+__getattr__, __dir__ = lazy_names(__name__, _WHERE)

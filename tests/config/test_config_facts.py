@@ -21,7 +21,7 @@ from pytest_devcaps.config import (
     load_profile,
 )
 from pytest_devcaps.errors import ConfigError
-from pytest_devcaps.facts import builtin_vocabulary, fact_vocabulary
+from pytest_devcaps.config.facts import builtin_vocabulary, fact_vocabulary
 from pytest_devcaps.model import DeviceIdentity, Fact, Level
 
 Write = Callable[..., Path]

@@ -19,7 +19,7 @@ from pytest_devcaps.errors import ConfigError
 import _dist_bodies as _bodies
 
 
-# the one duration parser (pytest_devcaps.seconds): finite, above 0, at most what a wait accepts
+# the one duration parser (pytest_devcaps._util.durations): finite, above 0, at most what a wait accepts
 # (1e300 would pass a plain finiteness check and then overflow timedelta inside every rank)
 _REFUSED = f"must be a finite number of seconds above 0 and at most {threading.TIMEOUT_MAX:g}"
 

@@ -33,7 +33,7 @@ def test_accelerator_only(device):
 
 
 def _devcaps(*args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-c", "import sys; from pytest_devcaps.cli import main; "
+    command = [sys.executable, "-c", "import sys; from pytest_devcaps.commands.main import main; "
                "sys.exit(main(sys.argv[1:]))", *args]
     return subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
 

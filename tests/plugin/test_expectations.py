@@ -209,8 +209,8 @@ def test_a_module_dtypes_mark_leaves_device_only_tests_per_device(pytester: pyte
 ])
 def test_conditions_compare_version_facts_as_versions(condition: str, runtime: str,
                                                        holds_there: bool) -> None:
-    from pytest_devcaps.conditions import compile_condition, holds
-    from pytest_devcaps.facts import builtin_vocabulary
+    from pytest_devcaps.marks.conditions import compile_condition, holds
+    from pytest_devcaps.config.facts import builtin_vocabulary
     from pytest_devcaps.model import DeviceIdentity
 
     identity = DeviceIdentity(type="cuda", index=0, vendor="nvidia", name="GPU", arch="sm_90",
@@ -220,9 +220,9 @@ def test_conditions_compare_version_facts_as_versions(condition: str, runtime: s
 
 
 def test_conditions_refuse_a_fact_no_backend_declares() -> None:
-    from pytest_devcaps.conditions import compile_condition
+    from pytest_devcaps.marks.conditions import compile_condition
     from pytest_devcaps.errors import MarkerError
-    from pytest_devcaps.facts import builtin_vocabulary
+    from pytest_devcaps.config.facts import builtin_vocabulary
 
     with pytest.raises(MarkerError, match="unknown device fact 'vendr' \\(did you mean 'vendor'\\?\\)"):
         compile_condition("skip_on", "vendr == 'nvidia'", builtin_vocabulary())

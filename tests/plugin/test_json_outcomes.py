@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from pytest_devcaps.check import count_outcomes
-from pytest_devcaps.reporting import record_outcome
+from pytest_devcaps.commands.check import count_outcomes
+from pytest_devcaps.session.reporting import record_outcome
 
 EVERY_OUTCOME = """
 import pathlib

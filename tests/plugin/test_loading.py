@@ -158,12 +158,12 @@ def test_autoloaded_plugin_imports_no_torch_for_a_torch_free_suite(
 
 #: What a session of plain tests must not import: torch, YAML, the catalogue and the machinery
 #: behind markers, parametrization, classification and distributed worlds.
-MACHINERY = ("torch", "yaml", "pytest_devcaps.config", "pytest_devcaps.markers",
-             "pytest_devcaps.parametrize", "pytest_devcaps.conditions",
-             "pytest_devcaps.classification", "pytest_devcaps.testcase",
+MACHINERY = ("torch", "yaml", "pytest_devcaps.config", "pytest_devcaps.marks.evaluation",
+             "pytest_devcaps.session.parametrize", "pytest_devcaps.marks.conditions",
+             "pytest_devcaps.marks.classification", "pytest_devcaps.testcase",
              "pytest_devcaps.distributed.pool", "pytest_devcaps.registry.build",
-             "pytest_devcaps.registry.options", "pytest_devcaps.model",
-             "pytest_devcaps.running_test")
+             "pytest_devcaps.registry.inputs", "pytest_devcaps.model",
+             "pytest_devcaps._util.current_test")
 
 
 #: What selecting builtin hardware classes must not load either: it checks the names against

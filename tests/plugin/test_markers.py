@@ -175,7 +175,7 @@ def test_requires_memory_bad_size(pytester: pytest.Pytester) -> None:
 
 def test_marker_errors_are_devcaps_errors() -> None:
     from pytest_devcaps.errors import DevcapsError, MarkerError
-    from pytest_devcaps.markers import parse_size
+    from pytest_devcaps.marks.evaluation import parse_size
 
     with pytest.raises(MarkerError) as info:
         parse_size("lots")
@@ -250,7 +250,7 @@ def test_markers_are_registered_and_strict_markers_clean(pytester: pytest.Pytest
 
 
 def test_per_allocation_cap_unknown_on_capped_backend() -> None:
-    from pytest_devcaps.markers import evaluate
+    from pytest_devcaps.marks.evaluation import evaluate
     from pytest_devcaps.model import DeviceIdentity
     from pytest_devcaps.config import load_catalogue
     from pytest_devcaps.registry import CapabilityRegistry
@@ -273,7 +273,7 @@ def test_per_allocation_cap_unknown_on_capped_backend() -> None:
 def test_every_marker_the_plugin_recognises_by_name_has_a_signature() -> None:
     """The plugin's hooks pick devcaps marks by name (``marker_names``) before importing
     ``markers``: the two lists must name the same markers."""
-    from pytest_devcaps.marker_names import MARKER_NAMES
-    from pytest_devcaps.markers import SIGNATURES
+    from pytest_devcaps.marks.names import MARKER_NAMES
+    from pytest_devcaps.marks.evaluation import SIGNATURES
 
     assert MARKER_NAMES == set(SIGNATURES) and len(MARKER_NAMES) == 8

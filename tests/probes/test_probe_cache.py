@@ -12,7 +12,7 @@ from pathlib import Path
 import _bad_probes as bad
 import pytest
 
-from pytest_devcaps.cache import ProbeCache
+from pytest_devcaps.registry.cache import ProbeCache
 from pytest_devcaps.config import Catalogue, load_catalogue
 from pytest_devcaps.model import DeviceIdentity, Level, ProbeOutcome
 from pytest_devcaps.probes import ProbeSpec, runner

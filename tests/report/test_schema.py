@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from pytest_devcaps.cli import main
-from pytest_devcaps.report.command import merged, schema_text
+from pytest_devcaps.commands.main import main
+from pytest_devcaps.commands.report import merged, schema_text
 from pytest_devcaps.report.formats import FORMATS
 from pytest_devcaps.report.sources import load_source
 

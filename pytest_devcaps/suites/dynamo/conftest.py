@@ -14,7 +14,7 @@ import torch
 import torch._dynamo
 from torch._dynamo.utils import counters
 
-from pytest_devcaps.cache import default_cache_dir
+from pytest_devcaps._util.files import default_cache_dir
 from pytest_devcaps.suites.dynamo.inductor_cache import (
     CACHE_VARIABLE,
     INDUCTOR_VARIABLE,

@@ -20,7 +20,7 @@ import stat
 from pathlib import Path
 from typing import Mapping
 
-from pytest_devcaps.files import untrusted
+from pytest_devcaps._util.files import untrusted
 
 CACHE_VARIABLE = "DEVCAPS_DYNAMO_CACHE"
 INDUCTOR_VARIABLE = "TORCHINDUCTOR_CACHE_DIR"

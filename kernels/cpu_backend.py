@@ -1,0 +1,492 @@
+"""The ``cpu`` backend: row-blocked GEMM whose blocks are finished and reduced while in cache.
+
+Each block of rows goes through one oneDNN call (``torch.ops.mkldnn._linear_pointwise``) that
+already applies the bias and the first activation when no scale precedes them; the rest of
+the epilogue, the cast into ``y`` (in place) and every reduction then run on that block while
+it is hot. Blocks are split only when each still holds :data:`_MIN_SPLIT_ELEMENTS` outputs
+(a smaller problem is one block, run with torch's own threads), and spread over a pool of
+threads, one per intra-op thread, whose OpenMP runtime is told (per thread, never globally)
+to run one thread each: every core finishes its own blocks in its own cache and no OpenMP
+barrier is crossed per small op. torch's own thread settings are never changed.
+
+Precision: the GEMM runs in bf16 only when its rounded output *is* the final ``y`` (bf16
+out, no scales, nothing left to apply, no fp32-source reduction) or when ``fast_accum=True``
+allows one more rounding; otherwise it runs in fp32 on upcast inputs, so the accumulator is
+exactly the reference's ``a.float() @ b.float()`` up to summation order. That fp32 GEMM is
+pinned to IEEE fp32 (:mod:`devcaps_kernels.precision`), whatever
+``torch.set_float32_matmul_precision`` says, except in one exact case: inputs that are bf16
+values (fp8 of any format, bf16) on a CPU with native bf16 (AMX-BF16 / AVX512-BF16) run it with
+oneDNN's bf16 fpmath mode: the fp32 inputs are rounded to bf16 (exactly: they are bf16 values),
+multiplied by the bf16 units and accumulated and returned in fp32. That path is checked once per
+process against an fp32 sum that bf16 cannot hold (:func:`bf16_fpmath_problem`). A weight (``b``)
+that needs converting (fp8 -> bf16/fp32, bf16 -> fp32) is converted once, to the ``[N, K]``
+layout oneDNN reads fastest, and cached while the tensor lives and its version is unchanged
+(:mod:`devcaps_kernels.weight_cache`).
+
+Where ``torch.ops.mkldnn._linear_pointwise`` is missing or fails for the compute dtype (checked
+once per dtype), blocks run ``torch.mm`` in fp32 and the eager epilogue; ``last_backend()``
+then says so in its ``reason``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import math
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from .dtypes import FP8_DTYPES
+from .precision import fp32_matmul_precision
+from .problem import Problem
+from .reductions import Reduce, finish_mean, grouped
+from .reference import Result, finish_block, run_reference
+from .weight_cache import converted_weight
+
+# oneDNN post-op names (attr, algorithm) for our activations.
+# relu is left out: oneDNN's relu turns NaN into 0, torch.relu keeps NaN.
+_ONEDNN_ACTIVATIONS = {"silu": ("swish", ""), "sigmoid": ("sigmoid", ""),
+                       "tanh": ("tanh", "")}
+# Aim for blocks of about this many output elements (measured best on a 2-core Zen 4 VM:
+# fewer small ops per output beat strict L2 residency: a bf16 block is 1 MiB = L2, fp32 in L3).
+_BLOCK_ELEMENTS = 1 << 19
+# Split a problem across workers only while each block keeps at least this many outputs; a
+# smaller problem runs as one block on the calling thread with torch's own threads. Measured
+# on the 2-core Zen 4 VM (benchmarks/results/fused_gemm_cpu_2026-11-30_AMD-EPYC.txt): 512^3
+# and 1024x512x512 as one block beat two blocks of 128K / 256K outputs in every round, and
+# inductor; 1024x1024x512 is faster as two blocks of 512K.
+_MIN_SPLIT_ELEMENTS = 1 << 19
+_BF16_EXACT = FP8_DTYPES + (torch.bfloat16,)
+# Up to this many rows, the GEMM reads the whole weight for little work (decode-size M): a
+# row-major b is then cached as a dense [N, K] copy, which oneDNN reads ~1.4x faster.
+_DENSE_WEIGHT_ROWS = 64
+
+
+# -- what this torch build offers (each checked once) ------------------------------------------
+
+@functools.lru_cache(maxsize=None)
+def onednn_problem(dtype: torch.dtype) -> str:
+    """"" when ``torch.ops.mkldnn._linear_pointwise`` runs ``dtype`` here, else why not.
+
+    The op is private: it may be absent from a build (no mkldnn) or fail for a dtype the CPU
+    lacks kernels for. A 2x2 call with a bias and a gelu post-op finds out, once per dtype.
+    """
+    if not torch.backends.mkldnn.is_available():  # type: ignore[no-untyped-call]
+        return "torch was built without oneDNN (torch.backends.mkldnn.is_available() is False)"
+    op = getattr(getattr(torch.ops, "mkldnn", None), "_linear_pointwise", None)
+    if op is None:
+        return "torch.ops.mkldnn._linear_pointwise does not exist in this torch build"
+    x = torch.ones(2, 2, dtype=dtype)
+    try:
+        out = op(x, x, x[0], "gelu", [], "tanh")
+    except Exception as exc:  # noqa: BLE001 - any failure means "do not use it"
+        return f"torch.ops.mkldnn._linear_pointwise fails for {dtype}: {str(exc).splitlines()[0]}"
+    if out.shape != (2, 2) or out.dtype != dtype:
+        return f"torch.ops.mkldnn._linear_pointwise returned {out.dtype} {tuple(out.shape)} for {dtype}"
+    return ""
+
+
+def _native_bf16() -> bool:
+    """This CPU multiplies bf16 in hardware (AMX-BF16 or AVX512-BF16), as torch reads it."""
+    checks = ("_is_amx_tile_supported", "_is_avx512_bf16_supported")
+    return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in checks)
+
+
+@functools.lru_cache(maxsize=None)
+def bf16_fpmath_problem() -> str:
+    """"" when oneDNN's bf16 fpmath mode gives an exact fp32 GEMM of bf16-valued fp32 inputs
+    here (bf16 products, fp32 accumulation and output), else why the fp32 GEMM runs instead.
+
+    Checked once: ``[1, 2^-9] . [1, 1] = 1 + 2^-9`` needs 10 significant bits (bf16 keeps 8),
+    and 64 fp8 e4m3 products must sum as the float64 sum does to fp32 accuracy.
+    """
+    if onednn_problem(torch.float32):
+        return onednn_problem(torch.float32)
+    if not _native_bf16():
+        return "this CPU has no native bf16 (AMX-BF16 or AVX512-BF16)"
+    op = torch.ops.mkldnn._linear_pointwise
+    x = torch.tensor([[1.0, 2.0 ** -9]])
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randn(4, 64, generator=gen).to(torch.float8_e4m3fn).float()
+    w = torch.randn(8, 64, generator=gen).to(torch.float8_e4m3fn).float()
+    try:
+        with fp32_matmul_precision("bf16"):
+            tiny = op(x, torch.ones(1, 2), None, "none", [], "")
+            wide = op(a, w, None, "none", [], "")
+    except Exception as exc:  # noqa: BLE001 - any failure means "do not use it"
+        return f"oneDNN bf16 fpmath fails: {str(exc).splitlines()[0]}"
+    exact = (a.double() @ w.double().t())
+    if tiny.dtype != torch.float32 or tiny.item() != 1.0 + 2.0 ** -9:
+        return f"oneDNN bf16 fpmath rounded 1 + 2^-9 to {tiny.item()!r}"
+    if not torch.allclose(wide.double(), exact, rtol=1e-6, atol=1e-6):
+        return "oneDNN bf16 fpmath differs from the float64 sum of 64 fp8 products"
+    return ""
+
+
+@functools.lru_cache(maxsize=None)
+def _omp_set_num_threads() -> Callable[[int], Any] | None:
+    """``omp_set_num_threads`` of the OpenMP runtime torch uses, if this process can call it.
+
+    OpenMP keeps that setting per thread (the nthreads-var ICV of the calling thread), so a
+    worker that sets 1 changes nothing for any other thread, unlike ``torch.set_num_threads``
+    (which also sets MKL's and the pthreadpool's global counts). None when torch's parallel
+    backend is not OpenMP, its runtime is not visible to ``dlopen(NULL)``, or the symbol found
+    there is another runtime's (checked on a scratch thread: torch must then see 1 thread).
+    """
+    if "OpenMP" not in torch.__config__.parallel_info():
+        return None
+    try:
+        setter: Callable[[int], Any] = ctypes.CDLL(None).omp_set_num_threads
+    except (OSError, AttributeError):
+        return None
+    seen: list[int] = []
+
+    def check() -> None:
+        torch.ones(1 << 16).sum()  # ATen's per-thread lazy init first (it sets the ICV too)
+        setter(1)
+        seen.append(torch.get_num_threads())
+
+    probe = threading.Thread(target=check, name="devcaps_kernels_omp_check")
+    probe.start()
+    probe.join()
+    return setter if seen == [1] else None
+
+
+def fallback_reason(p: Problem) -> str:
+    """Why ``run_cpu(p)`` runs slower than its usual path ("" when it does not)."""
+    dtype = _plan_dtype(p)
+    problem = onednn_problem(dtype)
+    if problem:
+        return f"{problem}; ran torch.mm in {str(dtype).removeprefix('torch.')} and the eager epilogue per block"
+    return ""
+
+
+# -- blocks and workers --------------------------------------------------------------------
+
+def block_rows(m: int, n: int, workers: int) -> int:
+    """Rows per block: about ``_BLOCK_ELEMENTS`` outputs and at least 256 rows (the weight is
+    re-read once per block), cut so every worker gets a block while each block still holds
+    ``_MIN_SPLIT_ELEMENTS`` outputs (512x512 stays one block, 1024x1024 makes two); then
+    evened out over the blocks, so a call needs one oneDNN primitive, not a second one for a
+    short last block (M = 3000: twelve blocks of 250 rows, not eleven of 256 and one of 184)."""
+    n = max(n, 1)
+    rows = max(_BLOCK_ELEMENTS // n, 256)
+    if workers > 1:
+        rows = min(rows, max(-(-m // workers), -(-_MIN_SPLIT_ELEMENTS // n)))
+    rows = max(1, min(m, rows))
+    blocks = -(-m // rows)
+    return -(-m // blocks)
+
+
+_pool_lock = threading.Lock()
+_pool: tuple[int, int, ThreadPoolExecutor] | None = None  # (pid, workers, pool)
+
+
+def _single_threaded_worker() -> None:
+    torch.ones(1 << 16).sum()  # ATen's per-thread lazy init first: it would reset the next line
+    setter = _omp_set_num_threads()
+    assert setter is not None  # the pool is only made when it exists
+    setter(1)
+
+
+def _worker_pool(workers: int) -> ThreadPoolExecutor:
+    """A pool of ``workers`` threads whose torch ops run single-threaded."""
+    global _pool
+    with _pool_lock:
+        # A forked child inherits the pool object but not its threads: make a new one.
+        if _pool is None or _pool[:2] != (os.getpid(), workers):
+            if _pool is not None and _pool[0] == os.getpid():
+                _pool[2].shutdown(wait=False)
+            pool = ThreadPoolExecutor(workers, thread_name_prefix="devcaps_kernels",
+                                      initializer=_single_threaded_worker)
+            barrier = threading.Barrier(workers)
+            list(pool.map(lambda _: barrier.wait(), range(workers)))  # start every worker now
+            _pool = (os.getpid(), workers, pool)
+        return _pool[2]
+
+
+_scratch = threading.local()
+
+
+_SCRATCH_KEPT = 1 << 21  # fp32 elements (8 MiB) a thread keeps between calls at most
+
+
+def _fp32_scratch(rows: int, n: int) -> torch.Tensor:
+    """A per-thread fp32 ``[rows, n]`` buffer, reused across blocks and calls (up to
+    ``_SCRATCH_KEPT`` elements; a larger one, e.g. a single huge block, is not kept)."""
+    if rows * n > _SCRATCH_KEPT:
+        return torch.empty(rows, n, dtype=torch.float32)
+    buf: torch.Tensor | None = getattr(_scratch, "buf", None)
+    if buf is None or buf.numel() < rows * n:
+        buf = torch.empty(rows * n, dtype=torch.float32)
+        _scratch.buf = buf
+    return buf[: rows * n].view(rows, n)
+
+
+# -- reductions ----------------------------------------------------------------------------
+
+_FAMILY = {"sum": "sum", "mean": "sum", "sumsq": "sq", "meansq": "sq", "amax": "abs"}
+
+
+def _raw_partial(src: torch.Tensor, family: str, g: int, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Sum / sum of squares / max-abs of each group of ``g`` columns of ``src``, fp32 (a short
+    last group when ``g`` does not divide the width: ``Reduce(ragged=True)``)."""
+    rows, n = src.shape
+    full = n // g
+    if n % g:
+        head = [_raw_partial(src[:, :full * g], family, g)] if full else []
+        parts = torch.cat([*head, _raw_partial(src[:, full * g:], family, n - full * g)], dim=1)
+        return parts if out is None else out.copy_(parts)
+    v = src.view(rows, full, g)
+    if family == "sum":
+        return torch.sum(v, -1, dtype=torch.float32, out=out)
+    if family == "sq":
+        # One pass instead of square-then-sum; sqrt/square cost ~1 ulp.
+        norm: torch.Tensor = torch.linalg.vector_norm(v, 2, -1, dtype=torch.float32, out=out)
+        return norm.square_()
+    amax: torch.Tensor = torch.linalg.vector_norm(v, math.inf, -1, dtype=torch.float32, out=out)
+    return amax
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One reduction of a block, planned once per call (the order and derivations are the
+    same for every block)."""
+
+    index: int                  # the output it writes
+    reduce: Reduce
+    key: tuple[str, str, int]   # (family, source, group) of the raw partial it makes or reads
+    finer: int | None           # the finer group its raw partial is derived from (None: the source)
+    computes: bool              # first step with this key: computes the raw partial
+    groups: int
+
+
+def reduction_steps(reductions: tuple[Reduce, ...], n: int) -> tuple[_Step, ...]:
+    """The reductions in group order. A reduction whose group is a multiple of an already
+    computed finer one (same family and source) is derived from those partials:
+    ``Reduce("sum")`` next to ``Reduce("sum", group=64)`` costs a pass over N/64 values, not
+    over the block; a second reduction with the same partial (``sum`` and ``mean``) reuses it."""
+    steps: list[_Step] = []
+    made: set[tuple[str, str, int]] = set()
+    for i in sorted(range(len(reductions)), key=lambda i: reductions[i].group_size(n)):
+        r = reductions[i]
+        key = (_FAMILY[r.kind], r.source, r.group_size(n))
+        computes = key not in made
+        finer = max((fg for (f, src, fg) in made if (f, src) == key[:2] and key[2] % fg == 0),
+                    default=None) if computes else None
+        made.add(key)
+        steps.append(_Step(i, r, key, finer, computes, r.groups(n)))
+    return tuple(steps)
+
+
+def _reduce_block(sources: dict[str, torch.Tensor], steps: tuple[_Step, ...],
+                  outs: tuple[torch.Tensor, ...], rows: slice) -> None:
+    """Write every reduction of one block into its output rows (``out=`` where no mean
+    division follows, to save small ops per block)."""
+    partials: dict[tuple[str, str, int], torch.Tensor] = {}
+    for step in steps:
+        (family, source, g), r = step.key, step.reduce
+        out = outs[step.index][rows].view(-1, step.groups)
+        is_mean = r.kind in ("mean", "meansq")
+        if step.computes:
+            target = None if is_mean else out
+            if step.finer is not None:
+                part = grouped(partials[(family, source, step.finer)], g // step.finer)
+                raw = (torch.amax(part, -1, out=target) if family == "abs"
+                       else torch.sum(part, -1, out=target))
+            else:
+                raw = _raw_partial(sources[source], family, g, out=target)
+            partials[step.key] = raw
+            if not is_mean:
+                continue  # written in place
+        raw = partials[step.key]
+        n = sources[source].shape[1]
+        if not is_mean:
+            out.copy_(raw)
+        elif n % g == 0:
+            torch.div(raw, g, out=out)
+        else:
+            out.copy_(finish_mean(raw, r, n))
+
+
+# -- one call --------------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class _Plan:
+    """What every block of one call shares."""
+
+    compute: torch.dtype
+    a: torch.Tensor                      # [M, K] contiguous, compute dtype
+    w: torch.Tensor                      # [N, K], compute dtype (oneDNN's weight layout)
+    bias: torch.Tensor | None            # dense, for oneDNN
+    onednn: bool                         # _linear_pointwise runs the block GEMM
+    attr: str
+    algorithm: str
+    inside: bool                         # oneDNN applies the bias and fused_ops ops (no scales)
+    fused_ops: int                       # epilogue ops oneDNN applies inside the GEMM
+    gemm_is_output: bool                 # the GEMM's rounded output is y itself
+    steps: tuple[_Step, ...]             # the reductions, planned once
+    needs_output: bool                   # a reduction reads the rounded output
+    precision: str                       # fp32 GEMM precision: "ieee", or exact "bf16" fpmath
+
+
+def _bf16_gemm_is_y(p: Problem) -> bool:
+    """A bf16 GEMM's rounded output is ``y`` itself: bf16 out, no scales, no fp32-source
+    reduction, and nothing after the GEMM (oneDNN applies the bias and one activation)."""
+    if (p.out_dtype != torch.bfloat16 or p.scale_a is not None or p.scale_b is not None
+            or any(r.source == "fp32" for r in p.reductions)):
+        return False
+    if onednn_problem(torch.bfloat16):
+        return not p.epilogue and p.bias is None
+    return len(p.epilogue) == (1 if _onednn_activation(p) else 0)
+
+
+def _plan_dtype(p: Problem) -> torch.dtype:
+    """bf16 when its rounding is the one allowed (see the module docstring), else fp32."""
+    exact = p.a.dtype in _BF16_EXACT and p.b.dtype in _BF16_EXACT
+    return torch.bfloat16 if exact and (p.fast_accum or _bf16_gemm_is_y(p)) else torch.float32
+
+
+def _onednn_activation(p: Problem) -> tuple[str, str] | None:
+    """The oneDNN post-op for ``p.epilogue[0]`` when it can run inside the GEMM."""
+    if p.scale_a is not None or p.scale_b is not None or not p.epilogue:
+        return None
+    op = p.epilogue[0]
+    if op.kind == "gelu":
+        return ("gelu", op.approximate)
+    return _ONEDNN_ACTIVATIONS.get(op.kind)
+
+
+def _fp32_precision(p: Problem, compute: torch.dtype, onednn: bool) -> str:
+    """"bf16" (oneDNN bf16 fpmath, exact here) for an fp32 oneDNN GEMM of bf16-valued inputs
+    where that path is checked exact and fast (:func:`bf16_fpmath_problem`), else "ieee"."""
+    bf16_valued = p.a.dtype in _BF16_EXACT and p.b.dtype in _BF16_EXACT
+    if compute == torch.float32 and onednn and bf16_valued and not bf16_fpmath_problem():
+        return "bf16"
+    return "ieee"
+
+
+def _make_plan(p: Problem) -> _Plan:
+    compute = _plan_dtype(p)
+    onednn = not onednn_problem(compute)
+    precision = _fp32_precision(p, compute, onednn)
+    # Scales come before the bias; under bf16 fpmath the bias and epilogue stay out of oneDNN,
+    # so that nothing but the bf16-valued inputs is ever rounded to bf16.
+    inside = onednn and p.scale_a is None and p.scale_b is None and precision == "ieee"
+    activation = _onednn_activation(p) if inside else None
+    fused_ops = 1 if activation else 0
+    bias = p.bias if inside else None
+    if bias is not None:  # oneDNN reads the bias dense, in fp32 or the compute dtype
+        bias = (bias if bias.dtype in (torch.float32, compute) else bias.float()).contiguous()
+    gemm_is_output = (compute == p.out_dtype and (inside or (p.bias is None and p.scale_a is None
+                                                             and p.scale_b is None))
+                      and fused_ops == len(p.epilogue)
+                      and all(r.source == "output" for r in p.reductions))
+    attr, algorithm = activation or ("none", "")
+    w = converted_weight(p.b, compute, dense=p.m <= _DENSE_WEIGHT_ROWS)
+    return _Plan(compute=compute, a=p.a.to(compute).contiguous(), w=w,
+                 bias=bias, onednn=onednn, attr=attr, algorithm=algorithm, inside=inside,
+                 fused_ops=fused_ops, gemm_is_output=gemm_is_output,
+                 steps=reduction_steps(p.reductions, p.n),
+                 needs_output=any(r.source == "output" for r in p.reductions), precision=precision)
+
+
+def _gemm_block(p: Problem, plan: _Plan, rows: slice) -> torch.Tensor:
+    """The block's GEMM, finished (scales, bias, every epilogue op) unless it is ``y`` itself."""
+    if plan.onednn:
+        block: torch.Tensor = torch.ops.mkldnn._linear_pointwise(plan.a[rows], plan.w, plan.bias,
+                                                                 plan.attr, [], plan.algorithm)
+    else:
+        block = torch.mm(plan.a[rows], plan.w.t())
+    if plan.gemm_is_output:
+        return block
+    if block.dtype != torch.float32:  # fast_accum: the bf16 GEMM result, finished in fp32
+        block = block.float()
+    return finish_block(p, block, rows, applied=plan.fused_ops if plan.inside else None)
+
+
+def _run_block(p: Problem, plan: _Plan, y: torch.Tensor | None, outs: tuple[torch.Tensor, ...],
+               rows: slice) -> None:
+    block = _gemm_block(p, plan, rows)
+    y_block = y[rows] if y is not None else None
+    if y_block is not None:
+        y_block.copy_(block)  # cast and store in one pass, in place
+    if not p.reductions:
+        return
+    sources = {"fp32": block}
+    if plan.needs_output:
+        rounded = (block if block.dtype == p.out_dtype else y_block if y_block is not None
+                   else block.to(p.out_dtype))
+        if rounded.dtype != torch.float32:  # upcast once into a reused buffer: fp32 reductions
+            rounded = _fp32_scratch(*rounded.shape).copy_(rounded)  # run ~2x faster than bf16
+        sources["output"] = rounded
+    _reduce_block(sources, plan.steps, outs, rows)
+
+
+# GNU OpenMP is not fork-safe: in a forked child, the thread that called fork() still points
+# at its parent's OpenMP team, whose threads do not exist there, and its next parallel region
+# waits for them forever (plain torch ops hang the same way; DataLoader workers avoid it with
+# torch.set_num_threads(1)). Any thread created in the child has a fresh team, so calls made
+# on that thread are handed to a driver thread of the child's own.
+_fork_survivor: tuple[int, int] | None = None  # (pid, thread ident) of a forked child's survivor
+_driver: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def _after_fork_in_child() -> None:
+    global _fork_survivor
+    _fork_survivor = (os.getpid(), threading.get_ident())
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _on_fork_survivor() -> bool:
+    return _fork_survivor == (os.getpid(), threading.get_ident())
+
+
+def _driver_thread() -> ThreadPoolExecutor:
+    global _driver
+    with _pool_lock:
+        if _driver is None or _driver[0] != os.getpid():
+            _driver = (os.getpid(), ThreadPoolExecutor(1, thread_name_prefix="devcaps_kernels_driver"))
+        return _driver[1]
+
+
+def run_cpu(p: Problem) -> Result:
+    if p.m == 0 or p.n == 0 or p.k == 0:
+        return run_reference(p)
+    if _on_fork_survivor() and torch.get_num_threads() > 1:
+        return _driver_thread().submit(_run_cpu_here, p).result()
+    return _run_cpu_here(p)
+
+
+def _run_cpu_here(p: Problem) -> Result:
+    plan = _make_plan(p)
+    with fp32_matmul_precision(plan.precision):  # worker threads see the pinned setting too
+        return _run_blocks(p, plan)
+
+
+def _run_blocks(p: Problem, plan: _Plan) -> Result:
+    m, n = p.m, p.n
+    y = torch.empty(m, n, dtype=p.out_dtype, device=p.device) if p.store_output else None
+    outs = tuple(torch.empty(r.out_shape(m, n), dtype=torch.float32, device=p.device)
+                 for r in p.reductions)
+    workers = torch.get_num_threads()
+    step = block_rows(m, n, workers)
+    starts = range(0, m, step)
+    pooled = workers > 1 and len(starts) > 1 and plan.onednn and _omp_set_num_threads() is not None
+    if pooled:
+        pool = _worker_pool(workers)
+        for future in [pool.submit(_run_block, p, plan, y, outs, slice(r0, min(r0 + step, m)))
+                       for r0 in starts]:
+            future.result()
+    else:
+        for r0 in starts:
+            _run_block(p, plan, y, outs, slice(r0, min(r0 + step, m)))
+    return y, outs

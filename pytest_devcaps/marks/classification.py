@@ -1,0 +1,113 @@
+"""Hardware classification of tests: ``generic`` | ``accelerator`` | ``<device type or vendor>``.
+
+After PyTorch's ``HardwareClassification`` (upstream ``common_utils``, PR #186918: GENERIC,
+ACCELERATOR, CPU, CUDA, MPS, XPU; not in torch 2.13): ``generic`` runs anywhere, the CPU
+included; ``accelerator`` needs some accelerator, of any vendor; a device type (``cuda``,
+``xpu``, ``privateuse1``...) or vendor (``nvidia``, ``amd``...) names the only hardware a test is
+for. A test declares it with ``@pytest.mark.hardware("accelerator")`` (the closest mark wins)
+or its class's ``hw_classification`` attribute (PyTorch's enum or a string). An undeclared test
+is ``accelerator`` when a requirement of it is one only accelerators meet, else ``generic``.
+
+"Only accelerators meet" is read from the catalogue: every rule the catalogue has for the
+``cpu`` vendor (its own, then ``"*"``) gives a level the requirement refuses, and one of them
+holds unconditionally (``runtime.graphs``, ``dist.nccl``; native fp8); or the
+test requires two or more devices of its type (a CPU is one device).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+from pytest_devcaps.errors import ConfigError, MarkerError
+from pytest_devcaps.marks.hardware import ACCELERATOR, ATTRIBUTE, GENERIC, MARKER, check_class
+from pytest_devcaps.marks.evaluation import capability_names
+from pytest_devcaps.model import Level
+
+CPU_VENDOR = "cpu"
+
+if TYPE_CHECKING:
+    import pytest
+
+    from pytest_devcaps.config.catalogue import Catalogue
+    from pytest_devcaps.registry import CapabilityRegistry
+
+
+@dataclass(frozen=True)
+class Classification:
+    """A test's hardware class, and why: ``declared`` (mark or attribute) or ``inferred``."""
+
+    value: str
+    how: str
+
+    @property
+    def inferred(self) -> bool:
+        return self.how != "declared"
+
+
+def declared(marks: Iterable[pytest.Mark], cls: type | None) -> Any:
+    """The class a test declares (the closest ``hardware`` mark, else ``hw_classification``)."""
+    for mark in marks:
+        if mark.name == MARKER:
+            if len(mark.args) != 1 or mark.kwargs:
+                raise MarkerError(MARKER, f"takes one class ({GENERIC}, {ACCELERATOR}, a device "
+                                          f"type or vendor), got {mark.args!r} {mark.kwargs!r}")
+            return mark.args[0]
+    return None if cls is None else getattr(cls, ATTRIBUTE, None)
+
+
+def accelerator_only(catalogue: Catalogue, capability: str, *, native: bool) -> bool:
+    """Whether the catalogue's CPU rules rule ``capability`` out on every CPU."""
+    rules = catalogue.rules_for(CPU_VENDOR, capability)
+    acceptable = (Level.NATIVE,) if native else (Level.NATIVE, Level.EMULATED)
+    return (bool(rules) and all(rule.level not in acceptable for rule in rules)
+            and any(rule.when is None for rule in rules))
+
+
+def _canonical(catalogue: Catalogue, name: str) -> str | None:
+    """The capability ``name`` names (an alias resolved); None for an unknown name."""
+    return catalogue.aliases().get(name, name) if name in catalogue or name in catalogue.aliases() \
+        else None
+
+
+def needs_accelerator(marks: Sequence[pytest.Mark], catalogue: Catalogue) -> str | None:
+    """The first requirement only accelerators meet, as text; None when a CPU can meet all."""
+    for mark in marks:
+        if mark.name == "requires_devices" and mark.args and isinstance(mark.args[0], int) \
+                and mark.args[0] >= 2:
+            return f"requires_devices({mark.args[0]})"
+        if mark.name != "requires_capability":
+            continue
+        native = bool(mark.kwargs.get("native", False))
+        for written in capability_names(mark):
+            name = _canonical(catalogue, written)
+            if name and accelerator_only(catalogue, name, native=native):
+                return f"{'native ' if native else ''}{name}"
+        alternatives = [c for a in mark.kwargs.get("any_of") or () if (c := _canonical(catalogue, a))]
+        if alternatives and all(accelerator_only(catalogue, a, native=native) for a in alternatives):
+            return f"any_of({','.join(alternatives)})"
+    return None
+
+
+def classify(marks: Sequence[pytest.Mark], cls: type | None, registry_of: Any) -> Classification:
+    """The class of one test from its marks (closest first) and class. ``registry_of`` gives
+    the registry, asked only when a requirement must be read or a name is not a static one."""
+    value = declared(marks, cls)
+    if value is not None:
+        return Classification(check_class(value, registry_of), "declared")
+    if any(m.name in ("requires_capability", "requires_devices") for m in marks):
+        reason = needs_accelerator(marks, registry_of().catalogue)
+        if reason is not None:
+            return Classification(ACCELERATOR, f"inferred from {reason}")
+    return Classification(GENERIC, "inferred")
+
+
+def parse_selection(text: Iterable[str], source: str, registry_of: Any = None) -> tuple[str, ...]:
+    """``--devcaps-hardware`` values checked against the vocabulary (ConfigError on a typo)."""
+    chosen = []
+    for item in text:
+        try:
+            chosen.append(check_class(item, registry_of))
+        except MarkerError as exc:
+            raise ConfigError(exc.message, file=source) from None
+    return tuple(dict.fromkeys(chosen))

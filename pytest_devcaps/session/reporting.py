@@ -1,0 +1,198 @@
+"""Reports of a pytest run: the capability header, skips grouped by missing capability, the JSON report."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_devcaps.errors import DevcapsError
+from pytest_devcaps.report.formats import stamp
+from pytest_devcaps.session.state import SessionState, session_state
+
+
+def header_lines(state: SessionState, *, verbose: bool) -> list[str]:
+    from pytest_devcaps.report.table import (
+        capability_table,
+        compact_levels,
+        describe_identity,
+        describe_origin,
+    )
+
+    registry = state.registry
+    lines = [f"devcaps: {len(registry.devices)} device(s), {describe_origin(registry.meta)}; "
+             f"device tests run on: {', '.join(state.selected) or 'none'}"]
+    for identity in registry.devices:
+        lines.append(f"devcaps: {describe_identity(identity)}")
+        records = registry.records(identity.key)
+        if verbose:
+            lines.extend(capability_table(records))
+        else:
+            lines.append(f"  {compact_levels(records)}")
+    flags = state.settings.reproduce_flags()
+    lines.append("devcaps: reproduce with: " + (" ".join(flags) if flags else "(defaults)"))
+    return lines
+
+
+def found_phrase(missing: dict[str, str]) -> str:
+    """What a test found instead of what it required, phrased for the kind of requirement."""
+    if missing.get("kind") in ("devices", "memory"):
+        return f"found {missing['found']} ({missing['source']})"
+    return f"{missing['found']} ({missing['source']})"
+
+
+def _missing_of(report: pytest.TestReport) -> list[dict[str, str]]:
+    data = report.__dict__.get("devcaps")
+    return list(data.get("missing", ())) if isinstance(data, dict) else []
+
+
+def record_outcome(entry: dict[str, Any], when: str, category: str) -> None:
+    """Fold one report's terminal category into a test's JSON entry.
+
+    ``outcome`` is the test's own: an error or skip at setup, else the call's (``passed``,
+    ``failed``, ``skipped``, ``xfailed``, ``xpassed``); a rerun attempt (pytest-rerunfailures)
+    only counts in ``reruns``, so the final attempt decides. An error in teardown leaves the
+    outcome alone and sets ``teardown: error``, as pytest shows a passed test with a teardown
+    error as one passed and one error.
+    """
+    if category == "rerun":
+        entry["reruns"] = entry.get("reruns", 0) + 1
+    elif when == "teardown":
+        if category == "error":
+            entry["teardown"] = "error"
+    elif category:  # a passed setup has the empty category
+        entry["outcome"] = category
+
+
+class OutcomeRecorder:
+    """Per-test outcomes for the JSON report (reports from xdist workers too), registered only
+    when one is asked for: every other session is spared a hook call per report.
+
+    Outcomes are the categories pytest's terminal counts (``pytest_report_teststatus``, the
+    hook that plugins such as pytest-rerunfailures extend), so the JSON report's ``summary``
+    matches the terminal's last line.
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.tests: dict[str, dict[str, Any]] = {}
+        self.summary: Counter[str] = Counter()
+        self.collection_errors: list[dict[str, str]] = []
+
+    def _count(self, report: pytest.TestReport | pytest.CollectReport) -> str:
+        status = self.config.hook.pytest_report_teststatus(report=report, config=self.config)
+        category = str(status[0]) if status else ""
+        if category and getattr(report, "count_towards_summary", True):
+            self.summary[category] += 1
+        return category
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        data = report.__dict__.get("devcaps")
+        entry = self.tests.setdefault(report.nodeid, {"nodeid": report.nodeid, "outcome": None})
+        if isinstance(data, dict):
+            entry.update(device=data.get("device"), requires=data.get("requires", []),
+                         missing=data.get("missing", []))
+        if isinstance(report.__dict__.get("devcaps_hardware"), str):
+            entry["hardware"] = report.__dict__["devcaps_hardware"]
+        record_outcome(entry, report.when, self._count(report))
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self._count(report)
+            self.collection_errors.append({"nodeid": report.nodeid,
+                                           "longrepr": str(report.longrepr)})
+
+
+class ReportingPlugin:
+    """The skipped-by-capability summary and the JSON report at the end of the session; its
+    ``outcomes`` recorder is registered beside it for ``--devcaps-json``."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.outcomes = OutcomeRecorder(config)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        groups: Counter[tuple[str, str, str]] = Counter()
+        for report in terminalreporter.stats.get("skipped", []):
+            for missing in _missing_of(report):
+                groups[(missing["requirement"], missing["device"], found_phrase(missing))] += 1
+        if not groups:
+            return
+        total = sum(1 for r in terminalreporter.stats.get("skipped", []) if _missing_of(r))
+        terminalreporter.section("devcaps: skipped by missing capability", sep="-")
+        for (requirement, dev, found), count in sorted(groups.items(), key=lambda kv: (-kv[1], kv[0])):
+            terminalreporter.line(f"{count:5d}  {requirement} on {dev}: {found}")
+        terminalreporter.line(f"{total} test(s) skipped for missing capabilities")
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        """The JSON report, with ``session.exitstatus`` as it stands now: under torchrun rank 0
+        has by now counted every other rank's failures (``torchrun.RankSession``, tryfirst)."""
+        state = session_state(self.config)
+        if state.is_worker or not state.settings.json_path or state.settings.profile.value:
+            return  # a plan wrote its own report (plan.pytest_runtestloop)
+        path = json_report_path(state)
+        if path is None:
+            return
+        ranks = self.config.pluginmanager.get_plugin("devcaps-ranks")  # parallel.torchrun
+        peers = ranks.peer_fields() if ranks is not None else {}
+        try:
+            write_json_report(path, state, list(self.outcomes.tests.values()),
+                              exitstatus=int(session.exitstatus), mode="run",
+                              outcomes={"summary": dict(self.outcomes.summary),
+                                        "collection_errors": self.outcomes.collection_errors,
+                                        **peers})
+        except (OSError, DevcapsError) as exc:  # the path changed since configure checked it
+            message = f"pytest-devcaps: --devcaps-json: cannot write {state.settings.json_path!r}: {exc}"
+            terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+            if terminal is not None:
+                terminal.ensure_newline()
+                terminal.write_line(f"ERROR: {message}", red=True)
+            else:
+                print(f"ERROR: {message}", file=sys.stderr)
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+
+
+def json_report_path(state: SessionState) -> Path | None:
+    """``--devcaps-json`` with ``{rank}``, ``{host}``... filled in (every rank of a launched
+    world writes one: ``ranks.report_path``); None without ``--devcaps-json``."""
+    from pytest_devcaps.distributed.ranks import launched_world, report_path
+
+    if not state.settings.json_path:
+        return None
+    return Path(report_path(state.settings.json_path, launched_world()))
+
+
+def hardware_counts(tests: list[dict[str, Any]]) -> dict[str, int]:
+    """Tests per hardware class (``generic``, ``accelerator``, a device type or vendor)."""
+    return dict(Counter(t["hardware"] for t in tests if t.get("hardware")))
+
+
+def write_json_report(path: Path, state: SessionState, tests: list[dict[str, Any]], *,
+                      exitstatus: int, mode: str, outcomes: dict[str, Any] | None = None) -> None:
+    """The report of a run (``outcomes``: ``summary`` counts by terminal category and
+    ``collection_errors``) or of a plan; every report says where it ran (``rank``,
+    ``world_size``, ``local_rank``, ``host``)."""
+    from pytest_devcaps._util.files import write_atomic
+    from pytest_devcaps.distributed.ranks import launched_world, report_fields
+
+    registry = state.registry
+    payload = {
+        **stamp("pytest"),  # format, kind, created, host, devcaps_version: as every report
+        **report_fields(launched_world()),
+        **(outcomes or {}),
+        "mode": mode,
+        "exitstatus": exitstatus,
+        "devices": [identity.to_dict() for identity in registry.devices],
+        "selected_devices": state.selected,
+        "capabilities": [record.to_dict() for record in registry],
+        "meta": registry.meta,
+        "tests": sorted(tests, key=lambda t: t["nodeid"]),
+        "hardware": hardware_counts(tests),
+        "hardware_selection": list(state.settings.hardware.value),
+    }
+    write_atomic(path, json.dumps(payload, indent=1, sort_keys=True, default=str))

@@ -1,0 +1,107 @@
+"""The plugin's per-session state, kept behind a ``pytest.StashKey``.
+
+The plugin is autoloaded into every pytest session of an environment where it is installed, so
+the registry (torch, discovery, probes) is built on first need: ``SessionState.registry`` (and
+``selected`` / ``primary_device``, which are chosen from it) build it once, when a test, a
+fixture, a marker, an option or a report first asks. ``built`` says whether that happened.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+import pytest
+
+from pytest_devcaps.errors import DevcapsError
+
+if TYPE_CHECKING:
+    from pytest_devcaps.marks.evaluation import Evaluation
+    from pytest_devcaps.session.options import DevcapsSettings
+    from pytest_devcaps.registry import CapabilityRegistry
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What a session's registry gives it: the registry, the device keys the ``device`` fixture
+    is parametrized over, and the primary device (of tests that do not take ``device``)."""
+
+    registry: CapabilityRegistry
+    selected: list[str]
+    primary_device: str
+
+
+class RegistryUnavailable(DevcapsError):
+    """Building the session's registry failed; every later use raises the same message (the
+    plugin turns it into one usage error)."""
+
+
+class SessionState:
+    """Settings known at configure time; the registry and device selection on first use."""
+
+    def __init__(self, settings: DevcapsSettings, build: Callable[[], Selection], *,
+                 is_worker: bool = False) -> None:
+        self.settings = settings
+        self.is_worker = is_worker
+        self._build: Callable[[], Selection] | None = build
+        self._selection: Selection | None = None
+        self._failure: str | None = None
+
+    @property
+    def built(self) -> bool:
+        """Whether the registry exists (building it is never triggered by asking this)."""
+        return self._selection is not None
+
+    @property
+    def selection(self) -> Selection:
+        if self._selection is None:
+            if self._failure is not None:
+                raise RegistryUnavailable(self._failure)
+            assert self._build is not None
+            try:
+                self._selection = self._build()
+            except pytest.UsageError as exc:
+                self._failure = str(exc)
+                raise RegistryUnavailable(self._failure) from None
+            self._build = None
+        return self._selection
+
+    @property
+    def failure(self) -> str | None:
+        """Why building the registry failed, once it has (None before and after a success)."""
+        return self._failure
+
+    @property
+    def registry(self) -> CapabilityRegistry:
+        return self.selection.registry
+
+    def get_registry(self) -> CapabilityRegistry:
+        """The registry, as a callable (what ``library.install_default_registry`` takes)."""
+        return self.registry
+
+    @property
+    def selected(self) -> list[str]:
+        return self.selection.selected
+
+    @property
+    def primary_device(self) -> str:
+        return self.selection.primary_device
+
+
+STATE_KEY = pytest.StashKey[SessionState]()
+EVALUATION_KEY = pytest.StashKey["Evaluation"]()
+#: A test's hardware class (``suite_hooks`` at collection), carried on its reports as
+#: ``HARDWARE_REPORT_KEY`` (an attribute that travels with xdist reports) for the JSON report.
+HARDWARE_KEY = pytest.StashKey[str]()
+HARDWARE_REPORT_KEY = "devcaps_hardware"
+#: Why a test could not be classified or expected (a misspelled ``hw_classification``); the
+#: test errors at setup with it.
+CLASS_PROBLEM_KEY = pytest.StashKey[str]()
+
+
+def session_state(config: pytest.Config) -> SessionState:
+    try:
+        return config.stash[STATE_KEY]
+    except KeyError:
+        raise pytest.UsageError("pytest-devcaps is not configured in this session "
+                                "(was it disabled with -p no:devcaps?)") from None

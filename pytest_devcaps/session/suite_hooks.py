@@ -1,0 +1,170 @@
+"""pytest hooks for suites as they are: TestCase classes, hardware classes and expectations.
+
+Registered by ``plugin`` next to it. At collection: every test is classified
+(:mod:`pytest_devcaps.marks.classification`) and ``--devcaps-hardware`` deselects the others, and an
+``xfail_on`` whose condition holds on the test's device becomes pytest's own ``xfail`` mark. At
+setup (called from the plugin's own setup hook): ``requires_memory(free=True)`` is checked
+against the free memory of that moment. During the call, where a collected module uses the
+unittest bridge: :data:`pytest_devcaps._util.current_test.PYTEST_TEST` tells it that pytest is
+running the test, so marks are not evaluated twice.
+
+A test with no devcaps mark and no declared class is ``generic`` without importing the
+classification machinery (most tests of most sessions the plugin is loaded into).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections import Counter
+from typing import TYPE_CHECKING, Any, Generator
+
+import pytest
+
+from pytest_devcaps.errors import DevcapsError
+from pytest_devcaps.session.fixtures import item_device
+from pytest_devcaps.marks.names import GENERIC_CLASS, HARDWARE_ATTRIBUTE, MARKER_NAMES
+from pytest_devcaps.session.state import CLASS_PROBLEM_KEY, EVALUATION_KEY, HARDWARE_KEY, session_state
+
+if TYPE_CHECKING:
+    from pytest_devcaps.marks.classification import Classification
+
+EXPECTATION_PROPERTY = "devcaps_xfail_on"
+
+
+class SuiteHooks:
+    """Per session: the hardware class of every collected test, for the counts."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.counts: Counter[str] = Counter()
+        self.inferred = 0
+        self.deselected = 0
+
+    def _registry(self) -> Any:
+        return session_state(self.config).registry
+
+    def _selection(self) -> tuple[str, ...]:
+        setting = session_state(self.config).settings.hardware
+        if not setting.value:
+            return ()
+        from pytest_devcaps.marks import classification
+
+        return classification.parse_selection(setting.value, setting.source, self._registry)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        try:
+            selection = self._selection()
+        except DevcapsError as exc:
+            raise pytest.UsageError(f"pytest-devcaps: {exc}") from None
+        kept: list[pytest.Item] = []
+        deselected: list[pytest.Item] = []
+        for item in items:
+            found = self._prepare(item)
+            if found is not None and selection and found not in selection:
+                deselected.append(item)
+            else:
+                kept.append(item)
+        if deselected:
+            self.deselected = len(deselected)
+            config.hook.pytest_deselected(items=deselected)
+            items[:] = kept
+
+    def _prepare(self, item: pytest.Item) -> str | None:
+        """Classify and expect one test: its class, or None (and an error at setup)."""
+        marks = list(item.iter_markers())
+        cls = getattr(item, "cls", None)
+        if not any(m.name in MARKER_NAMES for m in marks) and not hasattr(cls, HARDWARE_ATTRIBUTE):
+            value, inferred = GENERIC_CLASS, True  # what classify() says, without importing it
+        else:
+            try:
+                found = self._classify(item, marks, cls)
+            except DevcapsError as exc:
+                item.stash[CLASS_PROBLEM_KEY] = f"{item.nodeid}: {exc}"
+                return None
+            value, inferred = found.value, found.inferred
+        self.counts[value] += 1
+        self.inferred += inferred
+        item.stash[HARDWARE_KEY] = value
+        return value
+
+    def _classify(self, item: pytest.Item, marks: list[pytest.Mark], cls: type | None) -> Classification:
+        from pytest_devcaps.marks.classification import classify
+
+        found = classify(marks, cls, self._registry)
+        self._expect(item, marks)
+        return found
+
+    def _expect(self, item: pytest.Item, marks: list[pytest.Mark]) -> None:
+        """An ``xfail_on`` that holds on the test's device becomes an ``xfail`` mark."""
+        expected = [m for m in marks if m.name == "xfail_on"]
+        if not expected:
+            return
+        from pytest_devcaps.marks.conditions import known_facts
+        from pytest_devcaps.marks.expectations import parse_condition
+
+        registry = self._registry()
+        identity = registry.identity(item_device(item))
+        for mark in expected:
+            condition = parse_condition(mark.name, mark.args, mark.kwargs, known_facts(registry))
+            if condition.applies(identity):
+                reason = condition.describe(identity)
+                item.add_marker(pytest.mark.xfail(reason=reason, strict=condition.strict,
+                                                  raises=condition.raises))
+                item.user_properties.append((EXPECTATION_PROPERTY, reason))
+                return
+
+    def pytest_report_collectionfinish(self, config: pytest.Config) -> list[str]:
+        if not self.counts and not self.deselected:
+            return []
+        from pytest_devcaps.marks.hardware import count_text
+
+        line = (f"devcaps: hardware classes: {count_text(self.counts)} "
+                f"({self.inferred} without a declared class)")
+        setting = session_state(config).settings.hardware
+        if setting.value:
+            line += (f"; selected {', '.join(setting.value)} ({setting.source}), "
+                     f"{self.deselected} deselected")
+        return [line]
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """The collected modules are imported: the call hook is needed where one of them uses
+        the unittest bridge (every other test is spared a hook wrapper)."""
+        manager = session.config.pluginmanager
+        if "pytest_devcaps.testcase" in sys.modules and not manager.has_plugin(BRIDGE_PLUGIN):
+            manager.register(BridgeHooks(), BRIDGE_PLUGIN)
+
+
+BRIDGE_PLUGIN = "devcaps-unittest-bridge"
+
+
+class BridgeHooks:
+    """Registered once the unittest bridge (``testcase``) is imported."""
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
+        from pytest_devcaps._util.current_test import PYTEST_TEST, PytestTest
+
+        token = PYTEST_TEST.set(PytestTest(getattr(item, "cls", None), lambda: item_device(item)))
+        try:
+            return (yield)
+        finally:
+            PYTEST_TEST.reset(token)
+
+
+def check_free_memory(item: pytest.Item) -> None:
+    """``requires_memory(free=True)``: the free memory now, added to the test's evaluation."""
+    evaluation = item.stash.get(EVALUATION_KEY, None)
+    if evaluation is None or evaluation.skip:
+        return  # not a devcaps test, or skipped already
+    wanted = [m for m in item.iter_markers("requires_memory") if m.kwargs.get("free")]
+    if wanted:
+        from pytest_devcaps.marks.evaluation import free_memory_missing
+        from pytest_devcaps.runtime import free_memory
+
+        identity = session_state(item.config).registry.identity(evaluation.device)
+        extra = free_memory_missing(wanted, identity, lambda i: free_memory(i.key))
+        if extra:
+            item.stash[EVALUATION_KEY] = dataclasses.replace(
+                evaluation, missing=(*evaluation.missing, *extra))
