@@ -3,14 +3,14 @@
 A small C++ extension (``csrc/emu.cpp``, package data) registers a PrivateUse1 backend whose
 memory is host memory and whose ops run on the CPU (PyTorch's OpenReg reference backend, made
 small). It is built on first need with ``torch.utils.cpp_extension`` into the devcaps cache
-(:mod:`pytest_devcaps.emu.build`), and loaded into every process that sets
+(:mod:`pytest_devcaps.emu.extension`), and loaded into every process that sets
 ``PYTEST_DEVCAPS_EMU_DEVICES`` by torch's own device-backend autoload
 (:func:`pytest_devcaps.emu.autoload.autoload`, entry-point group ``torch.backends``). Unset, it
 does nothing: installing pytest-devcaps never changes torch for anyone else.
 
 This package is also the worked example of "bring up your backend" (README): the autoload
 function is what a vendor's package registers for torch, :mod:`pytest_devcaps.emu.adapter` is
-the backend adapter it gives pytest-devcaps, :mod:`pytest_devcaps.emu.plugin` the hook that
+the backend adapter it gives pytest-devcaps, :mod:`pytest_devcaps.emu.vendor_hooks` the hook that
 registers it. Importing this module imports nothing else (torch's import runs the autoload).
 """
 

@@ -1,6 +1,6 @@
 """The emu backend adapter: what a vendor writes to tell pytest-devcaps about its device type.
 
-Registered by :mod:`pytest_devcaps.emu.plugin` through ``pytest_devcaps_register_backends``; it
+Registered by :mod:`pytest_devcaps.emu.vendor_hooks` through ``pytest_devcaps_register_backends``; it
 is preferred over the generic PrivateUse1 adapter for the emu type, and gives the partitioner
 the visible-devices variable (``--devcaps-pin-workers`` sets ``EMU_VISIBLE_DEVICES`` per worker).
 """

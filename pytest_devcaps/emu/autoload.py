@@ -47,7 +47,7 @@ def load() -> None:
     )
 
     from pytest_devcaps.emu import NAME, device
-    from pytest_devcaps.emu.build import ensure_built
+    from pytest_devcaps.emu.extension import ensure_built
     from pytest_devcaps.emu.config import device_count
 
     count = device_count(os.environ)

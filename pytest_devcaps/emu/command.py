@@ -22,7 +22,7 @@ def command_emu(args: argparse.Namespace) -> int:
     import torch
 
     from pytest_devcaps.emu import DEVICES_ENV
-    from pytest_devcaps.emu.build import ensure_built
+    from pytest_devcaps.emu.extension import ensure_built
 
     path, took = ensure_built(str(torch.__version__))
     if took is None:

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from pytest_devcaps.emu import DEVICES_ENV, VISIBLE_ENV
-from pytest_devcaps.emu.build import CACHE_ENV, build_root, ensure_built, toolchain_problem
+from pytest_devcaps.emu.extension import CACHE_ENV, build_root, ensure_built, toolchain_problem
 
 #: Read at import, before the autouse fixture points the devcaps cache at a temporary folder.
 EMU_CACHE = build_root()

@@ -13,7 +13,7 @@ import torch
 
 from pytest_devcaps.emu import DEVICES_ENV, VISIBLE_ENV
 from pytest_devcaps.emu.autoload import autoload
-from pytest_devcaps.emu.build import CACHE_ENV, EmuBuildError, ensure_built, trusted_library
+from pytest_devcaps.emu.extension import CACHE_ENV, EmuBuildError, ensure_built, trusted_library
 from pytest_devcaps.emu.config import EmuConfigError, device_count, requested
 
 

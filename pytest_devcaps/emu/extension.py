@@ -116,7 +116,7 @@ def ensure_built(torch_version: str, log: TextIO | None = None) -> tuple[Path, f
 
 def _compile_in_child(directory: Path, log: TextIO) -> None:
     env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
-    command = [sys.executable, "-c", "import sys; from pytest_devcaps.emu.build import compile_"
+    command = [sys.executable, "-c", "import sys; from pytest_devcaps.emu.extension import compile_"
                "library; compile_library(sys.argv[1])", str(directory)]
     try:
         done = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
