@@ -89,7 +89,7 @@ def test_generic_file_runs_on_cpu_and_emu(emu_env: EmuEnv, pytester: pytest.Pyte
         "devcaps: hardware classes: generic 2, accelerator 2*"])
     report = json.loads((pytester.path / "report.json").read_text())
     assert {d["type"] for d in report["devices"]} == {"cpu", "emu"}
-    assert {t["device"] for t in report["tests"]} == {"cpu", "emu"}
+    assert {t["device"] for t in report["tests"]} == {"cpu", "emu:0"}
 
 
 def test_pin_workers_splits_emu_devices(emu_env: EmuEnv, pytester: pytest.Pytester) -> None:
