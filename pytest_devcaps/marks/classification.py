@@ -66,8 +66,7 @@ def accelerator_only(catalogue: Catalogue, capability: str, *, native: bool) -> 
 
 def _canonical(catalogue: Catalogue, name: str) -> str | None:
     """The capability ``name`` names (an alias resolved); None for an unknown name."""
-    return catalogue.aliases().get(name, name) if name in catalogue or name in catalogue.aliases() \
-        else None
+    return catalogue.resolve(name)
 
 
 def needs_accelerator(marks: Sequence[pytest.Mark], catalogue: Catalogue) -> str | None:
