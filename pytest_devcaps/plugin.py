@@ -280,7 +280,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     except DevcapsError as exc:
         # As pytest's skipif with a bad condition: this test errors (at setup, where
         # _setup reads the problem), its module's other tests run.
-        metafunc.config.stash.setdefault(DEFINITION_PROBLEM_KEY, {})[key] = str(exc)
+        problems = metafunc.config.stash.setdefault(DEFINITION_PROBLEM_KEY, {})
+        problems[key] = f"{metafunc.definition.nodeid}: {exc}"
         return
     metafunc.config.stash.setdefault(VALIDATED_KEY, {})[key] = tuple(marks)
 

@@ -26,17 +26,20 @@ def test_a_bad_mark_errors_its_test_and_the_module_runs_on(pytester: pytest.Pyte
         def test_fine(device):
             pass
 
-        @pytest.mark.requires_capability("dtype.fp32")
+        @pytest.mark.requires_capability("dtype.bf16")
         def test_also_fine():
             pass
         """
     )
-    result = pytester.runpytest("--devcaps-devices=cpu", "-rE")
+    result = pytester.runpytest("--devcaps-devices=cpu", "--devcaps-set=dtype.bf16=emulated")
     result.assert_outcomes(passed=2, errors=3)
-    result.stdout.fnmatch_lines_random([
-        "ERROR*test_bad_size*requires_memory: size must be a size like*'lots'",
-        "ERROR*test_typo*unknown capability 'dtype.bf61' (did you mean 'dtype.bf16'?)",
-        "ERROR*test_no_dtypes*dtypes: needs at least one dtype",
+    result.stdout.fnmatch_lines([
+        "*ERROR at setup of test_bad_size*",
+        "requires_memory: size must be a size like '24GiB'*, got 'lots'",
+        "*ERROR at setup of test_typo*",
+        "requires_capability: argument 1: unknown capability 'dtype.bf61' (did you mean 'dtype.bf16'?)",
+        "*ERROR at setup of test_no_dtypes*",
+        "dtypes: needs at least one torch.dtype",
     ])
     result.stdout.no_fnmatch_line("*Traceback*")
     result.stdout.no_fnmatch_line("*error during collection*")
