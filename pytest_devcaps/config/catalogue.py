@@ -189,6 +189,8 @@ class Catalogue:
 
     def resolve(self, name: str) -> str | None:
         """The capability ``name`` asks for (an alias resolved), None for an unknown name."""
+        if not isinstance(name, str):
+            return None
         if name in self.capabilities:
             return name
         return self.aliases().get(name)

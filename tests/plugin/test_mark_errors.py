@@ -35,11 +35,11 @@ def test_a_bad_mark_errors_its_test_and_the_module_runs_on(pytester: pytest.Pyte
     result.assert_outcomes(passed=2, errors=3)
     result.stdout.fnmatch_lines([
         "*ERROR at setup of test_bad_size*",
-        "requires_memory: size must be a size like '24GiB'*, got 'lots'",
+        "*::test_bad_size: requires_memory: size must be a size like '24GiB'*, got 'lots'",
         "*ERROR at setup of test_typo*",
-        "requires_capability: argument 1: unknown capability 'dtype.bf61' (did you mean 'dtype.bf16'?)",
+        "*::test_typo: requires_capability: argument 1: unknown capability 'dtype.bf61' (did you mean 'dtype.bf16'?)",
         "*ERROR at setup of test_no_dtypes*",
-        "dtypes: needs at least one torch.dtype",
+        "*::test_no_dtypes: dtypes: needs at least one torch.dtype",
     ])
     result.stdout.no_fnmatch_line("*Traceback*")
     result.stdout.no_fnmatch_line("*error during collection*")
