@@ -33,7 +33,6 @@ from pytest_devcaps.session.fixtures import (  # noqa: F401  (fixtures are found
     tolerances,
 )
 from pytest_devcaps.marks.names import DEVICE_NAMES, DTYPE_NAMES, MARKER_LINES, MARKER_NAMES, callspec_param
-from pytest_devcaps.model import KNOWN_DEVICE_TYPES
 from pytest_devcaps.session.options import DevcapsSettings, add_options, resolve_settings
 from pytest_devcaps.session.require import check_required, skip_unless_required
 from pytest_devcaps.session.state import (
@@ -223,6 +222,8 @@ def select_devices(registry: Any, settings: Any, worker: int | None = None) -> l
 
 
 def _check_device_types(settings: Any, present: list[str]) -> None:
+    from pytest_devcaps.model import KNOWN_DEVICE_TYPES  # a plain session never imports model
+
     known = list(dict.fromkeys([*KNOWN_DEVICE_TYPES, *present]))
     for setting in (settings.devices, settings.except_):
         for name in setting.value:
@@ -248,8 +249,34 @@ def _validate_marks(node: pytest.Item, registry: Any, fixturenames: Sequence[str
 
     own = [m for m in node.own_markers if m.name in MARKER_NAMES]
     seen = _devcaps_marks(node) if marks is None else marks
-    validate_marks([m for m in seen if m not in own], registry)
-    validate_marks(own, registry, fixturenames)
+    inherited = [m for m in seen if m not in own]
+    fixtures = frozenset(fixturenames or ()) & _PARAMETRIZED_FIXTURES if fixturenames is not None else None
+    passed = node.config.stash.setdefault(VALID_MARKS_KEY, set())
+    for group, names in ((inherited, None), (own, fixtures)):
+        key = _validation_key(group, names)
+        if key is not None and key in passed:
+            continue  # the same marks passed before (one module's tests share their marks)
+        validate_marks(group, registry, fixturenames if names is not None else None)
+        if key is not None:
+            passed.add(key)
+
+
+VALID_MARKS_KEY = pytest.StashKey[set[object]]()
+"""Mark groups that passed validation in this session, by value: the session's registry (and
+its catalogue) is one, so the same marks need not be checked again for every test."""
+
+_PARAMETRIZED_FIXTURES = frozenset({"dtype", "devcaps_dtype", "device", "devcaps_device"})
+
+
+def _validation_key(marks: list[pytest.Mark], fixtures: frozenset[str] | None) -> object | None:
+    """A hashable identity of ``marks`` (name, args, keywords) and the fixtures they may
+    parametrize; None when an argument is unhashable (then the marks are checked every time)."""
+    key = (tuple((m.name, m.args, tuple(sorted(m.kwargs.items()))) for m in marks), fixtures)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 VALIDATED_KEY = pytest.StashKey[dict[tuple[str, str], tuple[pytest.Mark, ...]]]()
@@ -324,6 +351,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
         evaluation = evaluate(marks, state.registry, item_device(item), dtype_param)
         item.stash[EVALUATION_KEY] = evaluation
+        if any(m.name == "requires_memory" and m.kwargs.get("free") for m in marks):
+            item.stash[FREE_MEMORY_KEY] = True  # measured at setup, right before the test
         item.user_properties.append(("devcaps_device", evaluation.device))
         if evaluation.required:
             item.user_properties.append(("devcaps_requires", ",".join(evaluation.required)))
@@ -390,6 +419,8 @@ def _setup(item: pytest.Item) -> None:
     if evaluation is None:
         return
     if not evaluation.skip:
+        if FREE_MEMORY_KEY not in item.stash:
+            return
         from pytest_devcaps.session.suite_hooks import check_free_memory
 
         check_free_memory(item)  # requires_memory(free=True), now
@@ -409,11 +440,20 @@ def _annotate(report: pytest.TestReport, item: pytest.Item) -> None:
     if HARDWARE_KEY in item.stash:
         report.__dict__[HARDWARE_REPORT_KEY] = item.stash[HARDWARE_KEY]
     if evaluation is not None:
-        report.__dict__["devcaps"] = {
-            "device": evaluation.device,
-            "requires": list(evaluation.required),
-            "missing": [m.to_dict() for m in evaluation.missing],
-        }
+        fields = item.stash.get(REPORT_FIELDS_KEY, None)
+        if fields is None or fields[0] is not evaluation:  # made once per evaluation, not per phase
+            fields = (evaluation, {"device": evaluation.device, "requires": list(evaluation.required),
+                                   "missing": [m.to_dict() for m in evaluation.missing]})
+            item.stash[REPORT_FIELDS_KEY] = fields
+        report.__dict__["devcaps"] = fields[1]
+
+
+FREE_MEMORY_KEY = pytest.StashKey[bool]()
+"""The test has ``requires_memory(free=True)``: free memory is measured at its setup."""
+
+REPORT_FIELDS_KEY = pytest.StashKey[tuple[Any, dict[str, Any]]]()
+"""The evaluation a test's reports describe and the fields made from it (setup, call and
+teardown reports share them)."""
 
 
 HEADER_SHOWN_KEY = pytest.StashKey[bool]()
