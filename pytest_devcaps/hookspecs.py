@@ -132,13 +132,15 @@ HOOK_NAMES = ("pytest_devcaps_register_backends", "pytest_devcaps_register_capab
               "pytest_devcaps_adjust_results")
 
 
-def load_vendor_plugins(manager: pluggy.PluginManager) -> None:
+def load_vendor_plugins(manager: pluggy.PluginManager) -> list[str]:
     """Register the :data:`VENDOR_GROUP` plugins on ``manager`` (pytest's, or our own outside
     pytest), each under its entry point's name; one registered already (by name or as the same
-    object) or blocked (``-p no:NAME``) is left alone, one whose import raises is a warning."""
+    object) or blocked (``-p no:NAME``) is left alone, one whose import raises is a warning.
+    Returns the group's modules (one scan of the installed distributions: about 20 ms)."""
     import importlib.metadata
 
-    for entry in importlib.metadata.entry_points(group=VENDOR_GROUP):
+    entries = list(importlib.metadata.entry_points(group=VENDOR_GROUP))
+    for entry in entries:
         if manager.get_plugin(entry.name) is not None or manager.is_blocked(entry.name):
             continue
         try:
@@ -150,6 +152,7 @@ def load_vendor_plugins(manager: pluggy.PluginManager) -> None:
             continue
         if not manager.is_registered(plugin):
             manager.register(plugin, name=entry.name)
+    return [entry.value.split(":", 1)[0] for entry in entries]
 
 
 class _VendorPluginManager(pluggy.PluginManager):
@@ -174,12 +177,10 @@ def vendor_hooks() -> Any:
     return manager.hook
 
 
-def vendors_seen_only_by_pytest(manager: pluggy.PluginManager) -> list[str]:
+def vendors_seen_only_by_pytest(manager: pluggy.PluginManager, ours: Sequence[str]) -> list[str]:
     """Plugins loaded from an entry point of another group (``pytest11``) that implement our
-    hooks: seen in a pytest session, but not by the CLI or library code."""
-    import importlib.metadata
-
-    ours = {entry.value.split(":", 1)[0] for entry in importlib.metadata.entry_points(group=VENDOR_GROUP)}
+    hooks: seen in a pytest session, but not by the CLI or library code. ``ours``: the
+    :data:`VENDOR_GROUP` modules (what :func:`load_vendor_plugins` returns)."""
     found = []
     for plugin, dist in manager.list_plugin_distinfo():
         module = getattr(plugin, "__name__", type(plugin).__module__)

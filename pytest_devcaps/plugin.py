@@ -133,8 +133,8 @@ def _load_vendor_plugins(config: pytest.Config) -> None:
     from pytest_devcaps import hookspecs
 
     with configwarnings.reissued(config):
-        hookspecs.load_vendor_plugins(config.pluginmanager)
-        for name in hookspecs.vendors_seen_only_by_pytest(config.pluginmanager):
+        ours = hookspecs.load_vendor_plugins(config.pluginmanager)
+        for name in hookspecs.vendors_seen_only_by_pytest(config.pluginmanager, ours):
             warnings.warn(f"pytest-devcaps: the vendor plugin {name} is a pytest11 plugin only: "
                           f"devcaps probe and library code do not see it; register it under the "
                           f"{hookspecs.VENDOR_GROUP!r} entry-point group as well",
