@@ -9,13 +9,14 @@ The fixtures are in ``fixtures``, reports in ``reporting``, plan mode (``--devca
 from __future__ import annotations
 
 import os
+import warnings
 from typing import TYPE_CHECKING, Any, Generator, Sequence
 
 import pytest
 
 from pytest_devcaps.parallel import xdist_handshake as xdist_hooks
 from pytest_devcaps.session import config_warnings as configwarnings
-from pytest_devcaps.errors import ConfigError, DevcapsError, did_you_mean
+from pytest_devcaps.errors import ConfigError, DevcapsError, DevcapsWarning, did_you_mean
 from pytest_devcaps.session.fixtures import (  # noqa: F401  (fixtures are found by name on this module)
     devcaps,
     devcaps_device,
@@ -111,6 +112,7 @@ def _select(config: pytest.Config, settings: DevcapsSettings) -> Selection:
         launch = torchrun.active(config)
     index = launch.local_rank if launch is not None else xdist_hooks.pinned_index(config)
     try:
+        _load_vendor_plugins(config)
         registry = xdist_hooks.session_registry(config, lambda: _build(config, settings))
         check_required(settings.require, registry.catalogue)
         selected = select_devices(registry, settings, index)
@@ -122,6 +124,21 @@ def _select(config: pytest.Config, settings: DevcapsSettings) -> Selection:
     if index is not None and not primary.startswith("cpu"):
         _make_current(primary, f"rank {launch.rank}" if launch else "this xdist worker")
     return Selection(registry, selected, primary)
+
+
+def _load_vendor_plugins(config: pytest.Config) -> None:
+    """The ``devcaps`` entry-point group's vendor plugins, as the CLI and library code load them
+    (on first need: a session that never builds a registry pays nothing); a ``pytest11``-only
+    vendor plugin is a warning, since nothing outside pytest sees it."""
+    from pytest_devcaps import hookspecs
+
+    with configwarnings.reissued(config):
+        ours = hookspecs.load_vendor_plugins(config.pluginmanager)
+        for name in hookspecs.vendors_seen_only_by_pytest(config.pluginmanager, ours):
+            warnings.warn(f"pytest-devcaps: the vendor plugin {name} is a pytest11 plugin only: "
+                          f"devcaps probe and library code do not see it; register it under the "
+                          f"{hookspecs.VENDOR_GROUP!r} entry-point group as well",
+                          DevcapsWarning, stacklevel=2)
 
 
 def _build(config: pytest.Config, settings: DevcapsSettings) -> CapabilityRegistry:
@@ -281,19 +298,24 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         registry = state.registry
     except RegistryUnavailable:
         return  # pytest_collection_modifyitems reports it, once
-    problem = None
-    try:
-        _validate_marks(metafunc.definition, registry, metafunc.fixturenames, marks)
-    except DevcapsError as exc:
-        problem = str(exc)
-    if problem is not None:  # failing outside the handler keeps the exception chain out
-        pytest.fail(f"{metafunc.definition.nodeid}: {problem}", pytrace=False)
-    validated = metafunc.config.stash.setdefault(VALIDATED_KEY, {})
-    validated[_definition_key(metafunc.definition)] = tuple(marks)
     from pytest_devcaps.session.parametrize import parametrize
 
-    parametrize(metafunc, state)
+    key = _definition_key(metafunc.definition)
+    try:
+        _validate_marks(metafunc.definition, registry, metafunc.fixturenames, marks)
+        parametrize(metafunc, state)
+    except DevcapsError as exc:
+        # As pytest's skipif with a bad condition: this test errors (at setup, where
+        # _setup reads the problem), its module's other tests run.
+        problems = metafunc.config.stash.setdefault(DEFINITION_PROBLEM_KEY, {})
+        problems[key] = f"{metafunc.definition.nodeid}: {exc}"
+        return
+    metafunc.config.stash.setdefault(VALIDATED_KEY, {})[key] = tuple(marks)
 
+
+DEFINITION_PROBLEM_KEY = pytest.StashKey[dict[tuple[str, str], str]]()
+"""Why a test function's devcaps marks are wrong, found by ``pytest_generate_tests``: every
+item of that function errors at setup with it (never the whole module at collection)."""
 
 MARK_PROBLEM_KEY = pytest.StashKey[str]()
 """Why a test's devcaps marks are wrong, for tests collected without ``pytest_generate_tests``
@@ -311,6 +333,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         dtype_param = callspec_param(callspec, DTYPE_NAMES)
         if not marks and not uses_device and dtype_param is None:
             continue  # this test does not use devcaps (and builds nothing)
+        definition_problem = config.stash.get(DEFINITION_PROBLEM_KEY, {}).get(_definition_key(item))
+        if definition_problem is not None:
+            item.stash[MARK_PROBLEM_KEY] = definition_problem
+            continue
         checked = config.stash.get(VALIDATED_KEY, {}).get(_definition_key(item))
         try:
             if checked != tuple(marks):  # not checked at collection, or marks added since

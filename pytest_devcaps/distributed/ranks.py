@@ -13,13 +13,13 @@ import os
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from pytest_devcaps.errors import ConfigError, did_you_mean
+from pytest_devcaps.errors import ConfigError, DevcapsError, did_you_mean
 
 PLACEHOLDERS = ("rank", "host", "local_rank", "world_size")
 """What ``--devcaps-json`` may contain in braces: ``report-{host}-{rank}.json``."""
 
 
-class RankUnreachable(RuntimeError):
+class RankUnreachable(DevcapsError, RuntimeError):
     """The launcher's store could not be reached, or a rank did not publish in time."""
 
 

@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from pytest_devcaps.errors import DevcapsValueError
 from pytest_devcaps.model import DeviceIdentity
 from pytest_devcaps.report.formats import FORMATS, ReportError, classify_outcome
 
@@ -97,7 +98,7 @@ def load_source(path: str, suite: str | None = None) -> Source:
     return source_from_document(read_json(path), path, suite)
 
 
-class _Refused(ValueError):
+class _Refused(DevcapsValueError):
     """A JSON literal a report may not hold (raised from the decoder's hooks)."""
 
 

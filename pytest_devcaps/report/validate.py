@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
+from pytest_devcaps.errors import DevcapsValueError
+
 _TYPES: Mapping[str, Callable[[Any], bool]] = {
     "object": lambda v: isinstance(v, dict),
     "array": lambda v: isinstance(v, list),
@@ -28,7 +30,7 @@ _KNOWN = frozenset({"type", "const", "enum", "required", "properties", "addition
                     "items", "minItems", "minimum", "$ref", "allOf", "oneOf"}) | _IGNORED
 
 
-class SchemaMismatch(ValueError):
+class SchemaMismatch(DevcapsValueError):
     """The document does not match: ``where`` is the key path (``suites[2].counts``)."""
 
     def __init__(self, where: str, message: str) -> None:
