@@ -253,7 +253,7 @@ def test_library_code_sees_the_vendor_plugins_the_cli_sees(vendor_dist: Path,
     record = registry.record("acme.thing", "cpu")
     assert (record.level, record.source, record.reason) == (Level.NATIVE, "hook:acme_vendor", "relabelled")
     cli = entry_point_hooks().pytest_devcaps_adjust_results.get_hookimpls()
-    assert [impl.plugin_name for impl in cli] == ["acme_vendor"]
+    assert "acme_vendor" in [impl.plugin_name for impl in cli]  # beside any other installed (devcaps-emu)
 
 
 def test_a_pytest_session_loads_the_same_vendor_plugins(vendor_dist: Path,

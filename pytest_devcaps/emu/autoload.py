@@ -26,13 +26,13 @@ def autoload() -> None:
 
     if _loaded or not requested(os.environ):
         return
-    from pytest_devcaps.errors import DevcapsError
+    from pytest_devcaps.errors import DevcapsError, DeviceRuntimeError
 
     try:
         load()
     except DevcapsError as exc:
         # torch wraps this in "Failed to load the backend extension: devcaps_emu ...".
-        raise RuntimeError(f"pytest-devcaps emu backend: {exc}") from None
+        raise DeviceRuntimeError(f"pytest-devcaps emu backend: {exc}") from None
 
 
 def load() -> None:

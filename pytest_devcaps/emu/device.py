@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pytest_devcaps.errors import DevcapsValueError, DeviceRuntimeError
+
 _library: Any = None
 
 
@@ -24,7 +26,7 @@ def bind(library: Any) -> None:
 
 def _lib() -> Any:
     if _library is None:
-        raise RuntimeError("the emu backend is not loaded (set PYTEST_DEVCAPS_EMU_DEVICES)")
+        raise DeviceRuntimeError("the emu backend is not loaded (set PYTEST_DEVCAPS_EMU_DEVICES)")
     return _library
 
 
@@ -38,7 +40,7 @@ def _index(device: Any) -> int:
         return device
     device = torch.device(device)
     if device.type != "emu":
-        raise ValueError(f"expected an emu device, got {device}")
+        raise DevcapsValueError(f"expected an emu device, got {device}")
     return current_device() if device.index is None else int(device.index)
 
 
@@ -59,7 +61,7 @@ def set_device(device: Any) -> None:
     if index < 0:
         return  # torch's convention: a negative index selects nothing
     if _lib().devcaps_emu_set_device(index) != 0:
-        raise RuntimeError(f"emu: device index {index} is out of range: this process has "
+        raise DeviceRuntimeError(f"emu: device index {index} is out of range: this process has "
                            f"{device_count()} emu device(s)")
 
 
@@ -82,7 +84,7 @@ def synchronize(device: Any = None) -> None:
     """Every emu op has finished when it returns: only the index is checked."""
     index = _index(device)
     if not 0 <= index < device_count():
-        raise RuntimeError(f"emu: device index {index} is out of range")
+        raise DeviceRuntimeError(f"emu: device index {index} is out of range")
 
 
 def get_device_name(device: Any = None) -> str:
