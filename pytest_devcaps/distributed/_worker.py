@@ -201,14 +201,15 @@ def serve_task(task_dir: str, rank: int, state: _ProcessState, world_dir: str) -
         except BaseException as exc:  # noqa: BLE001 - every failure must reach the parent
             outcome = RankOutcome.from_exception(rank, exc)
         # atomic: the parent never reads half of one
-        write_atomic_bytes(Path(task_dir) / OUTCOME_FILE.format(rank=rank), pickle.dumps(outcome))
+        write_atomic_bytes(Path(task_dir) / OUTCOME_FILE.format(rank=rank), pickle.dumps(outcome),
+                           private=True)
         _leave_process_group(wait_for_peers=outcome.status != "error")
         if outcome.status == "error":
             return False
         state.restore()
         # the world's directory: the parent may remove the task's once every outcome is in
         write_atomic_bytes(Path(world_dir) / DONE_FILE.format(rank=rank),
-                           os.path.basename(task_dir).encode())
+                           os.path.basename(task_dir).encode(), private=True)
         return True
     finally:
         output.close()
