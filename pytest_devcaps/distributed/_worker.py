@@ -8,7 +8,9 @@ on the rank's stdin; per task the rank sends its output and stacks to that direc
 fresh process group there, runs the function, writes its outcome, leaves the group, puts back
 the process state a body may change, and writes the task's name to ``rank<r>.done`` in the
 world's directory (ready for the next task). A failed task ends the rank
-(its world is not reused); so do end of input and the parent's death.
+(its world is not reused); so do end of input and the parent's death. On Linux the rank runs
+under a guardian (:mod:`pytest_devcaps._util.guardian`) that kills it and everything it started
+(``setsid`` descendants too) when pytest dies, SIGKILL included, or when the world stops it.
 """
 
 from __future__ import annotations
@@ -216,9 +218,14 @@ def serve_task(task_dir: str, rank: int, state: _ProcessState, world_dir: str) -
 
 
 def main(world_dir: str, rank: int, parent_pid: int) -> None:
+    from pytest_devcaps._util.guardian import die_with_parent, guard
+
+    guardian = guard(parent_pid)  # Linux: the guardian stays behind, this goes on as the rank
+    parent = parent_pid if guardian is None else guardian
+    die_with_parent(parent, ORPHAN_EXIT_CODE)  # SIGKILL from the kernel: even holding the GIL
     stacks = _install_faulthandler(os.path.join(world_dir, STACKS_FILE.format(rank=rank)))
     Path(world_dir, READY_FILE.format(rank=rank)).touch()  # SIGUSR1 now dumps instead of killing
-    _exit_when_orphaned(parent_pid)
+    _exit_when_orphaned(parent)
     import torch  # noqa: F401 - once per rank, before the first task
     import torch.distributed  # noqa: F401
 
