@@ -256,7 +256,7 @@ def remove_stale_temporaries(path: Path, *, now: float | None = None) -> list[st
     """Remove the temporary files a killed writer of ``path`` left beside it: ours (this user's
     regular files named as :func:`_temp_name` names them) whose writer is gone from this host,
     or older than :data:`STALE_TEMP_S`. Returns the names removed; never raises."""
-    prefix, removed = f".{path.name}.", []
+    prefix, removed = f".{path.name}.", list[str]()
     now = time.time() if now is None else now
     try:
         entries = [e for e in os.scandir(path.parent)
