@@ -17,7 +17,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from pytest_devcaps.errors import ConfigError, closest
+from pytest_devcaps.errors import ConfigError, closest, suggestion
 from pytest_devcaps.model import IDENTITY_FACTS, Fact
 
 
@@ -53,9 +53,7 @@ class FactVocabulary:
 
     def unknown(self, name: str) -> str:
         """The message for an unknown fact name: the suggestion, then every valid name."""
-        match = self.suggestion(name)
-        hint = f" (did you mean {match!r}?)" if match else ""
-        return (f"unknown device fact {name!r}{hint}; device facts are: "
+        return (f"unknown device fact {name!r}{suggestion(self.suggestion(name))}; device facts are: "
                 f"{', '.join(self.names())}")
 
     def digest(self) -> str:

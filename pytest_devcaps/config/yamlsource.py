@@ -25,7 +25,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Collection, Iterator, Mapping, Sequence, TypeVar, cast
 
 
-from pytest_devcaps.errors import ConfigError, UnsafeFileError, did_you_mean, short_repr
+from pytest_devcaps.errors import (
+    ConfigError,
+    DevcapsTypeError,
+    DevcapsValueError,
+    UnsafeFileError,
+    did_you_mean,
+    short_repr,
+)
 from pytest_devcaps._util.files import MAX_READ_BYTES, read_regular_file
 
 if TYPE_CHECKING:
@@ -292,7 +299,7 @@ def document_to_plain(node: Any) -> Any:
                                       for line, value in zip(node.lines, node)]}
     if node is None or isinstance(node, (str, int, float, bool)):
         return node
-    raise TypeError(f"{type(node).__name__} is not JSON data")
+    raise DevcapsTypeError(f"{type(node).__name__} is not JSON data")
 
 
 def document_from_plain(data: Any) -> Any:
@@ -305,7 +312,7 @@ def document_from_plain(data: Any) -> Any:
         mapping.line = _plain_line(data["m"])
         for key, line, value in _triples(data["k"]):
             if key in mapping or isinstance(key, (dict, list)):
-                raise ValueError("a repeated or unhashable key")
+                raise DevcapsValueError("a repeated or unhashable key")
             mapping[key] = document_from_plain(value)
             mapping.lines[key] = _plain_line(line)
         return mapping
@@ -314,23 +321,23 @@ def document_from_plain(data: Any) -> Any:
         sequence.line = _plain_line(data["l"])
         for pair in data["i"]:
             if not (isinstance(pair, list) and len(pair) == 2):
-                raise ValueError("a malformed list item")
+                raise DevcapsValueError("a malformed list item")
             sequence.lines.append(_plain_line(pair[0]))
             sequence.append(document_from_plain(pair[1]))
         return sequence
-    raise ValueError("not a document")
+    raise DevcapsValueError("not a document")
 
 
 def _plain_line(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError("a malformed line number")
+        raise DevcapsValueError("a malformed line number")
     return value
 
 
 def _triples(entries: Any) -> list[list[Any]]:
     if not (isinstance(entries, list)
             and all(isinstance(entry, list) and len(entry) == 3 for entry in entries)):
-        raise ValueError("malformed mapping entries")
+        raise DevcapsValueError("malformed mapping entries")
     return entries
 
 

@@ -146,8 +146,10 @@ def _run(task: Any, rank: int, task_dir: str) -> Any:
     try:
         payload = pickle.dumps(value)
     except Exception as exc:
-        raise TypeError(f"rank {rank}: the return value of {task.function} cannot be pickled "
-                        f"back to the parent: {exc}") from exc
+        from pytest_devcaps.errors import DevcapsTypeError
+
+        raise DevcapsTypeError(f"rank {rank}: the return value of {task.function} cannot be "
+                               f"pickled back to the parent: {exc}") from exc
     return RankOutcome(rank=rank, status="ok", value=payload)
 
 

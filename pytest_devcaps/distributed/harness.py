@@ -19,6 +19,7 @@ from typing import Any, Callable, Hashable, Mapping, Sequence
 import torch
 
 from pytest_devcaps.distributed import settings
+from pytest_devcaps.errors import DevcapsError, DevcapsTypeError, DevcapsWarning
 from pytest_devcaps.distributed.pool import session_pool
 from pytest_devcaps.distributed.task import FunctionRef, RankOutcome, Task
 from pytest_devcaps.distributed.world import World
@@ -30,15 +31,15 @@ _LAUNCHER_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "
                        "TORCHELASTIC_RUN_ID", "MASTER_PORT")
 
 
-class WorldMemoryWarning(UserWarning):
+class WorldMemoryWarning(DevcapsWarning):
     """A spawned world is likely to need more host memory than the machine has available."""
 
 
-class DistributedRunError(AssertionError):
+class DistributedRunError(DevcapsError, AssertionError):
     """One or more ranks raised, crashed or hung; the message holds every rank's story."""
 
 
-class AllRanksSkipped(Exception):
+class AllRanksSkipped(DevcapsError):
     """Every rank skipped with the same reason (callers turn this into pytest.skip)."""
 
     def __init__(self, reason: str) -> None:
@@ -118,7 +119,7 @@ def spawn_world(fn: Callable[..., Any], args: Sequence[Any], *, world_size: int,
     try:
         payload = pickle.dumps(tuple(args))
     except Exception as exc:
-        raise TypeError(f"distributed.run: the arguments for {ref} cannot be pickled: {exc}") from exc
+        raise DevcapsTypeError(f"distributed.run: the arguments for {ref} cannot be pickled: {exc}") from exc
     task = Task(function=ref, args=payload, world_size=size, device=str(device),
                 backend=backend, pg_timeout_s=options.effective_pg_timeout(),
                 sys_path=tuple(sys.path), cwd=os.getcwd())
