@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -103,3 +104,16 @@ def test_the_dynamo_suite_honours_the_old_order_name_with_a_warning(tmp_path: ob
                           env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 4, done.stdout + done.stderr
     assert "DEVCAPS_DYNAMO_ORDER='sideways': expected 'reversed'" in done.stderr
+
+
+def test_the_old_dynamo_cache_name_still_chooses_a_fresh_cache(tmp_path: Path) -> None:
+    from pytest_devcaps.suites.dynamo.inductor_cache import choose_cache_dir
+
+    with pytest.warns(DevcapsDeprecationWarning, match="set PYTEST_DEVCAPS_DYNAMO_CACHE"):
+        cache = choose_cache_dir({"DEVCAPS_DYNAMO_CACHE": "fresh"}, tmp_path / "run",
+                                 tmp_path / "devcaps", "2.13.0")
+    assert cache == tmp_path / "run" / "inductor-cache"
+    with pytest.raises(ValueError, match="^DEVCAPS_DYNAMO_CACHE='tmp': expected"), \
+            pytest.warns(DevcapsDeprecationWarning):
+        choose_cache_dir({"DEVCAPS_DYNAMO_CACHE": "tmp"}, tmp_path / "run", tmp_path / "devcaps",
+                         "2.13.0")
