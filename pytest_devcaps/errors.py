@@ -128,6 +128,13 @@ class DevcapsWarning(UserWarning):
     """
 
 
+class DevcapsDeprecationWarning(DevcapsWarning):
+    """A deprecated spelling still honoured (an environment variable's old ``DEVCAPS_*`` name);
+    the message names what to use instead. A :class:`DevcapsWarning` (a ``UserWarning``), not a
+    ``DeprecationWarning``, which Python hides outside ``__main__``: a user who set the old name
+    should see that it will stop working."""
+
+
 class MarkerError(DevcapsError):
     """A devcaps marker or decorator used with arguments it does not take.
 

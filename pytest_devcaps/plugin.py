@@ -16,7 +16,7 @@ import pytest
 
 from pytest_devcaps.parallel import xdist_handshake as xdist_hooks
 from pytest_devcaps.session import config_warnings as configwarnings
-from pytest_devcaps.errors import ConfigError, DevcapsError, DevcapsWarning, did_you_mean
+from pytest_devcaps.errors import ConfigError, DevcapsError, DevcapsWarning
 from pytest_devcaps.session.fixtures import (  # noqa: F401  (fixtures are found by name on this module)
     devcaps,
     devcaps_device,
@@ -33,7 +33,12 @@ from pytest_devcaps.session.fixtures import (  # noqa: F401  (fixtures are found
     tolerances,
 )
 from pytest_devcaps.marks.names import DEVICE_NAMES, DTYPE_NAMES, MARKER_LINES, MARKER_NAMES, callspec_param
-from pytest_devcaps.session.options import DevcapsSettings, add_options, resolve_settings
+from pytest_devcaps.session.options import (
+    DevcapsSettings,
+    add_options,
+    check_device_types,
+    resolve_settings,
+)
 from pytest_devcaps.session.require import check_required, skip_unless_required
 from pytest_devcaps.session.state import (
     CLASS_PROBLEM_KEY,
@@ -222,18 +227,7 @@ def select_devices(registry: Any, settings: Any, worker: int | None = None) -> l
 
 
 def _check_device_types(settings: Any, present: list[str]) -> None:
-    from pytest_devcaps.model import KNOWN_DEVICE_TYPES  # a plain session never imports model
-
-    known = list(dict.fromkeys([*KNOWN_DEVICE_TYPES, *present]))
-    for setting in (settings.devices, settings.except_):
-        for name in setting.value:
-            if name not in known:
-                raise ConfigError(f"unknown device type {name!r}{did_you_mean(name, known)}; "
-                                  f"present here: {', '.join(present)}", file=setting.source)
-            if name not in present and setting is settings.devices:
-                raise ConfigError(f"device type {name!r} is not present on this machine (present: "
-                                  f"{', '.join(present)}); leave the option unset to run on every "
-                                  "type present", file=setting.source)
+    check_device_types(settings.devices, settings.except_, present)  # the unittest bridge's check too
 
 
 def _devcaps_marks(node: pytest.Item) -> list[pytest.Mark]:

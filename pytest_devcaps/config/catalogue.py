@@ -650,7 +650,8 @@ def _parsed_with_disk_cache(path: Path) -> Catalogue:
     catalogue = parse_catalogue(document, str(path), raw, require_sources=True)
     try:
         write_atomic(cached, json.dumps({"format": _CACHE_FORMAT,
-                                         "document": document_to_plain(document)}))
+                                         "document": document_to_plain(document)}),
+                     private=True)
     except (OSError, DevcapsError, TypeError, ValueError):
         pass  # a read-only cache directory only costs the next session a parse
     return catalogue

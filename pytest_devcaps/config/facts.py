@@ -33,9 +33,10 @@ class FactVocabulary:
     def names(self) -> list[str]:
         return sorted(self.facts)
 
-    @property
+    @functools.cached_property
     def versions(self) -> frozenset[str]:
-        """The facts whose values compare as versions (``cuda_version``, ``torch_version``...)."""
+        """The facts whose values compare as versions (``cuda_version``, ``torch_version``...);
+        worked out once (a profile asks for every fact of every device)."""
         return frozenset(name for name, fact in self.facts.items() if fact.version)
 
     def suggestion(self, name: str) -> str | None:

@@ -3,7 +3,7 @@
 :func:`spawn_world` validates the request, takes a live world from the session's pool (or
 starts one: ``world``), runs the task there and turns the outcome into values by rank,
 :class:`DistributedRunError` (every rank's traceback, stacks and output) or
-:class:`AllRanksSkipped`. Worlds are reused between calls unless ``DEVCAPS_DIST_REUSE=0`` or
+:class:`AllRanksSkipped`. Worlds are reused between calls unless ``PYTEST_DEVCAPS_DIST_REUSE=0`` or
 ``WorldOptions(reuse=False)``; a world whose task failed in any way is closed, never reused.
 """
 
@@ -49,11 +49,11 @@ class AllRanksSkipped(DevcapsError):
 
 @dataclass
 class WorldOptions:
-    """How to run a world: ``timeout_s`` is the watchdog (None: ``DEVCAPS_DIST_TIMEOUT``, default
+    """How to run a world: ``timeout_s`` is the watchdog (None: ``PYTEST_DEVCAPS_DIST_TIMEOUT``, default
     240 s), ``pg_timeout_s`` the process group's collective timeout (None:
-    ``DEVCAPS_DIST_PG_TIMEOUT``, default 60 s), ``env`` adds to (and overrides) the per-rank
+    ``PYTEST_DEVCAPS_DIST_PG_TIMEOUT``, default 60 s), ``env`` adds to (and overrides) the per-rank
     environment, ``reuse`` takes the world from the session's pool and returns it there (None:
-    ``DEVCAPS_DIST_REUSE``, default on), ``keep_run_dir`` leaves the world's directory behind
+    ``PYTEST_DEVCAPS_DIST_REUSE``, default on), ``keep_run_dir`` leaves the world's directory behind
     (never pooled)."""
 
     timeout_s: float | None = None
