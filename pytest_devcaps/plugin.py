@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, Generator, Sequence
 
 import pytest
 
-from pytest_devcaps.parallel import xdist_handshake as xdist_hooks
 from pytest_devcaps.session import config_warnings as configwarnings
 from pytest_devcaps.errors import ConfigError, DevcapsError, DevcapsWarning
 from pytest_devcaps.session.fixtures import (  # noqa: F401  (fixtures are found by name on this module)
@@ -27,6 +26,7 @@ from pytest_devcaps.session.fixtures import (  # noqa: F401  (fixtures are found
     devices,
     device_value,
     dist_backend,
+    distributed,
     dtype,
     is_device_fixture,
     item_device,
@@ -89,9 +89,13 @@ def pytest_configure(config: pytest.Config) -> None:
             check_report_path(settings.json_path)
     except DevcapsError as exc:
         raise pytest.UsageError(f"pytest-devcaps: {exc}") from None
-    xdist_hooks.apply_worker_environment(config)  # before anything initialises a device here
+    worker = getattr(config, "workerinput", None) is not None  # xdist sets it in workers only
+    if worker:
+        from pytest_devcaps.parallel import xdist_handshake as xdist_hooks
+
+        xdist_hooks.apply_worker_environment(config)  # before anything initialises a device here
     state = SessionState(settings, lambda: _select(config, settings),
-                         is_worker=xdist_hooks.is_worker(config))
+                         is_worker=worker)
     config.stash[STATE_KEY] = state
     from pytest_devcaps.library import install_default_registry
 
@@ -115,6 +119,8 @@ def _select(config: pytest.Config, settings: DevcapsSettings) -> Selection:
         from pytest_devcaps.parallel import torchrun
 
         launch = torchrun.active(config)
+    from pytest_devcaps.parallel import xdist_handshake as xdist_hooks
+
     index = launch.local_rank if launch is not None else xdist_hooks.pinned_index(config)
     try:
         _load_vendor_plugins(config)
@@ -175,7 +181,9 @@ def _register_optional_plugins(config: pytest.Config) -> None:
     from pytest_devcaps.session.suite_hooks import SuiteHooks
 
     config.pluginmanager.register(SuiteHooks(config), "devcaps-suites")
-    if config.pluginmanager.hasplugin("xdist"):
+    if _xdist_session(config):
+        from pytest_devcaps.parallel import xdist_handshake as xdist_hooks
+
         hooks = xdist_hooks.XdistHooks(config)
         state = session_state(config)
         if state.settings.pin_workers and not state.is_worker and getattr(config.option, "tx", None):
@@ -184,12 +192,24 @@ def _register_optional_plugins(config: pytest.Config) -> None:
             except DevcapsError as exc:
                 raise pytest.UsageError(f"pytest-devcaps: {exc}") from None
         config.pluginmanager.register(hooks, "devcaps-xdist")
-    try:
-        from pytest_devcaps.distributed import fixture as distributed_fixture
-    except ImportError:
-        return
-    if not config.pluginmanager.is_registered(distributed_fixture):
-        config.pluginmanager.register(distributed_fixture, "devcaps-distributed")
+
+
+def _xdist_session(config: pytest.Config) -> bool:
+    """An xdist controller (``-n``/``--tx`` given: xdist's cmdline_main has filled ``tx`` by
+    configure time) or worker; a session that merely has xdist installed needs no handshake."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return False
+    return getattr(config, "workerinput", None) is not None or bool(getattr(config.option, "tx", None))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The session's worlds end with it (their ranks would otherwise wait until exit). No
+    world was started unless the pool was imported: a session without one imports nothing."""
+    import sys
+
+    pool = sys.modules.get("pytest_devcaps.distributed.pool")
+    if pool is not None:
+        pool.close_worlds()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -20,8 +20,8 @@ uses device ``r mod count``; a world larger than the device count skips unless
 ``PYTEST_DEVCAPS_DIST_SHARE_DEVICES=1`` (for backends that let ranks share a device).
 
 The names below are imported on first use: a spawned rank imports ``_worker`` from this package
-and must install its stack-dump handlers before anything imports torch, and the plugin registers
-``distributed.fixture`` in every session, which must not import torch either.
+and must install its stack-dump handlers before anything imports torch, and the plugin's
+``distributed`` fixture imports ``distributed.fixture`` only when a test requests it.
 """
 
 from __future__ import annotations

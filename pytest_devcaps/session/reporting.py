@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from pytest_devcaps.errors import DevcapsError
-from pytest_devcaps.report.formats import stamp
 from pytest_devcaps.session.state import SessionState, session_state
 
 
@@ -179,6 +178,7 @@ def write_json_report(path: Path, state: SessionState, tests: list[dict[str, Any
     ``world_size``, ``local_rank``, ``host``)."""
     from pytest_devcaps._util.files import write_atomic
     from pytest_devcaps.distributed.ranks import launched_world, report_fields
+    from pytest_devcaps.report.formats import stamp  # a session without a report never loads it
 
     registry = state.registry
     payload = {
