@@ -89,14 +89,22 @@ def reason_of(report: pytest.TestReport | pytest.CollectReport) -> str | None:
             return "" if text == "Skipped" else text.removeprefix("Skipped: ")
         return str(longrepr) if longrepr is not None else ""
     if report.failed:
-        if isinstance(report.longrepr, str):
-            return report.longrepr.split("\n", 1)[0]
+        if isinstance(report.longrepr, str):  # also what xdist sends for a fixture lookup error
+            return _error_line(report.longrepr)
         crash = getattr(report.longrepr, "reprcrash", None)
         message = getattr(crash, "message", None)
         if isinstance(message, str):
             return message.split("\n", 1)[0]
-        return str(report.longrepr).strip().split("\n")[-1] if report.longrepr is not None else ""
+        return _error_line(str(report.longrepr)) if report.longrepr is not None else ""
     return None
+
+
+def _error_line(text: str) -> str:
+    """A representation without a crash message (a fixture lookup error): its first ``E``
+    line, as pytest prints it, else its last line."""
+    lines = text.strip().splitlines()
+    marked = [line[1:].strip() for line in lines if line.startswith("E ")]
+    return marked[0] if marked else (lines[-1] if lines else "")
 
 
 def skip_groups(reports: list[Any]) -> tuple[Counter[tuple[str, ...]], int, int]:
