@@ -200,3 +200,36 @@ def test_json_reasons_match_the_terminal(pytester: pytest.Pytester, tmp_path: Pa
     assert "reason" not in tests["test_pass"]
     ours = sorted((t["outcome"], t["reason"]) for t in tests.values() if t["outcome"] in KINDS.values())
     assert ours == _summary(result.stdout.lines)
+
+
+def test_devcaps_testcase_runs_under_pytorchs_run_tests(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_rt="""
+        from torch.testing._internal.common_utils import TestCase, run_tests
+        from pytest_devcaps import DevcapsTestCase, requires_capability
+
+        class TestMine(DevcapsTestCase):
+            def test_is_both(self):
+                self.assertIsInstance(self, TestCase)
+                self.assertIsInstance(self, DevcapsTestCase)
+
+            @requires_capability("runtime.graphs")
+            def test_gated(self):
+                pass
+
+        if __name__ == "__main__":
+            run_tests()
+        """)
+    result = pytester.run(sys.executable, "test_rt.py", "-v")
+    text = result.stdout.str() + result.stderr.str()
+    assert result.ret == 0, text
+    assert "should extend from" not in text
+    assert re.search(r"OK \(skipped=1\)|Ran 2 tests", text), text
+
+
+def test_lint_says_what_it_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_devcaps.commands.main import main
+
+    (tmp_path / "test_a.py").write_text("def test_a(device):\n    pass\n")
+    (tmp_path / "test_b.py").write_text("def test_b():\n    pass\n")
+    assert main(["lint", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == "devcaps lint: 2 files checked, no hardcoded device checks\n"
