@@ -124,8 +124,9 @@ def _class_mismatch(marks: list[pytest.Mark], cls: type | None, registry: Capabi
     value = classification.declared(marks, cls)
     if value is None:
         return None
-    return classification.mismatch(classification.check_class(value, lambda: registry),
-                                   registry.identity(device))
+    from pytest_devcaps.marks.hardware import check_class
+
+    return classification.mismatch(check_class(value, lambda: registry), registry.identity(device))
 
 
 def verdict(function: Any, test: Any) -> Verdict:

@@ -208,7 +208,7 @@ def resolve_short_name(catalogue: Any, name: str) -> str:
         if len(short) == 1:
             print(f"devcaps: {name!r} taken as {short[0]!r} (did you mean {short[0]!r}?)",
                   file=sys.stderr)
-            return short[0]
+            return str(short[0])
         if len(short) > 1:
             from pytest_devcaps.errors import DevcapsError
 

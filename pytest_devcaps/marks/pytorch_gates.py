@@ -452,6 +452,6 @@ def world_size_of(cls: type | None, method: str) -> int | None:
     if cls is None:
         return None
     try:
-        return int(cls(method).world_size)  # type: ignore[call-arg, attr-defined]
+        return int(cls(method).world_size)
     except Exception:
         return None
