@@ -121,9 +121,9 @@ def _class_mismatch(marks: list[pytest.Mark], cls: type | None, registry: Capabi
     reading = os.environ.get(ENV_HARDWARE_READING, "").strip()
     if reading and check_reading(reading, f"{ENV_HARDWARE_READING} environment variable") != "devcaps":
         return None
+    if not any(mark.name == "hardware" for mark in marks):
+        return None  # none, or PyTorch's hw_classification attribute: a label, as in PyTorch
     value = classification.declared(marks, cls)
-    if value is None:
-        return None
     from pytest_devcaps.marks.hardware import check_class
 
     return classification.mismatch(check_class(value, lambda: registry), registry.identity(device))
