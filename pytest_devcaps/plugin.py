@@ -9,13 +9,14 @@ The fixtures are in ``fixtures``, reports in ``reporting``, plan mode (``--devca
 from __future__ import annotations
 
 import os
+import warnings
 from typing import TYPE_CHECKING, Any, Generator, Sequence
 
 import pytest
 
 from pytest_devcaps.parallel import xdist_handshake as xdist_hooks
 from pytest_devcaps.session import config_warnings as configwarnings
-from pytest_devcaps.errors import ConfigError, DevcapsError, did_you_mean
+from pytest_devcaps.errors import ConfigError, DevcapsError, DevcapsWarning
 from pytest_devcaps.session.fixtures import (  # noqa: F401  (fixtures are found by name on this module)
     devcaps,
     devcaps_device,
@@ -32,8 +33,12 @@ from pytest_devcaps.session.fixtures import (  # noqa: F401  (fixtures are found
     tolerances,
 )
 from pytest_devcaps.marks.names import DEVICE_NAMES, DTYPE_NAMES, MARKER_LINES, MARKER_NAMES, callspec_param
-from pytest_devcaps.model import KNOWN_DEVICE_TYPES
-from pytest_devcaps.session.options import DevcapsSettings, add_options, resolve_settings
+from pytest_devcaps.session.options import (
+    DevcapsSettings,
+    add_options,
+    check_device_types,
+    resolve_settings,
+)
 from pytest_devcaps.session.require import check_required, skip_unless_required
 from pytest_devcaps.session.state import (
     CLASS_PROBLEM_KEY,
@@ -112,6 +117,7 @@ def _select(config: pytest.Config, settings: DevcapsSettings) -> Selection:
         launch = torchrun.active(config)
     index = launch.local_rank if launch is not None else xdist_hooks.pinned_index(config)
     try:
+        _load_vendor_plugins(config)
         registry = xdist_hooks.session_registry(config, lambda: _build(config, settings))
         check_required(settings.require, registry.catalogue)
         selected = select_devices(registry, settings, index)
@@ -123,6 +129,21 @@ def _select(config: pytest.Config, settings: DevcapsSettings) -> Selection:
     if index is not None and not primary.startswith("cpu"):
         _make_current(primary, f"rank {launch.rank}" if launch else "this xdist worker")
     return Selection(registry, selected, primary)
+
+
+def _load_vendor_plugins(config: pytest.Config) -> None:
+    """The ``devcaps`` entry-point group's vendor plugins, as the CLI and library code load them
+    (on first need: a session that never builds a registry pays nothing); a ``pytest11``-only
+    vendor plugin is a warning, since nothing outside pytest sees it."""
+    from pytest_devcaps import hookspecs
+
+    with configwarnings.reissued(config):
+        ours = hookspecs.load_vendor_plugins(config.pluginmanager)
+        for name in hookspecs.vendors_seen_only_by_pytest(config.pluginmanager, ours):
+            warnings.warn(f"pytest-devcaps: the vendor plugin {name} is a pytest11 plugin only: "
+                          f"devcaps probe and library code do not see it; register it under the "
+                          f"{hookspecs.VENDOR_GROUP!r} entry-point group as well",
+                          DevcapsWarning, stacklevel=2)
 
 
 def _build(config: pytest.Config, settings: DevcapsSettings) -> CapabilityRegistry:
@@ -206,16 +227,7 @@ def select_devices(registry: Any, settings: Any, worker: int | None = None) -> l
 
 
 def _check_device_types(settings: Any, present: list[str]) -> None:
-    known = list(dict.fromkeys([*KNOWN_DEVICE_TYPES, *present]))
-    for setting in (settings.devices, settings.except_):
-        for name in setting.value:
-            if name not in known:
-                raise ConfigError(f"unknown device type {name!r}{did_you_mean(name, known)}; "
-                                  f"present here: {', '.join(present)}", file=setting.source)
-            if name not in present and setting is settings.devices:
-                raise ConfigError(f"device type {name!r} is not present on this machine (present: "
-                                  f"{', '.join(present)}); leave the option unset to run on every "
-                                  "type present", file=setting.source)
+    check_device_types(settings.devices, settings.except_, present)  # the unittest bridge's check too
 
 
 def _devcaps_marks(node: pytest.Item) -> list[pytest.Mark]:
@@ -231,8 +243,34 @@ def _validate_marks(node: pytest.Item, registry: Any, fixturenames: Sequence[str
 
     own = [m for m in node.own_markers if m.name in MARKER_NAMES]
     seen = _devcaps_marks(node) if marks is None else marks
-    validate_marks([m for m in seen if m not in own], registry)
-    validate_marks(own, registry, fixturenames)
+    inherited = [m for m in seen if m not in own]
+    fixtures = frozenset(fixturenames or ()) & _PARAMETRIZED_FIXTURES if fixturenames is not None else None
+    passed = node.config.stash.setdefault(VALID_MARKS_KEY, set())
+    for group, names in ((inherited, None), (own, fixtures)):
+        key = _validation_key(group, names)
+        if key is not None and key in passed:
+            continue  # the same marks passed before (one module's tests share their marks)
+        validate_marks(group, registry, fixturenames if names is not None else None)
+        if key is not None:
+            passed.add(key)
+
+
+VALID_MARKS_KEY = pytest.StashKey[set[object]]()
+"""Mark groups that passed validation in this session, by value: the session's registry (and
+its catalogue) is one, so the same marks need not be checked again for every test."""
+
+_PARAMETRIZED_FIXTURES = frozenset({"dtype", "devcaps_dtype", "device", "devcaps_device"})
+
+
+def _validation_key(marks: list[pytest.Mark], fixtures: frozenset[str] | None) -> object | None:
+    """A hashable identity of ``marks`` (name, args, keywords) and the fixtures they may
+    parametrize; None when an argument is unhashable (then the marks are checked every time)."""
+    key = (tuple((m.name, m.args, tuple(sorted(m.kwargs.items()))) for m in marks), fixtures)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 VALIDATED_KEY = pytest.StashKey[dict[tuple[str, str], tuple[pytest.Mark, ...]]]()
@@ -254,19 +292,24 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         registry = state.registry
     except RegistryUnavailable:
         return  # pytest_collection_modifyitems reports it, once
-    problem = None
-    try:
-        _validate_marks(metafunc.definition, registry, metafunc.fixturenames, marks)
-    except DevcapsError as exc:
-        problem = str(exc)
-    if problem is not None:  # failing outside the handler keeps the exception chain out
-        pytest.fail(f"{metafunc.definition.nodeid}: {problem}", pytrace=False)
-    validated = metafunc.config.stash.setdefault(VALIDATED_KEY, {})
-    validated[_definition_key(metafunc.definition)] = tuple(marks)
     from pytest_devcaps.session.parametrize import parametrize
 
-    parametrize(metafunc, state)
+    key = _definition_key(metafunc.definition)
+    try:
+        _validate_marks(metafunc.definition, registry, metafunc.fixturenames, marks)
+        parametrize(metafunc, state)
+    except DevcapsError as exc:
+        # As pytest's skipif with a bad condition: this test errors (at setup, where
+        # _setup reads the problem), its module's other tests run.
+        problems = metafunc.config.stash.setdefault(DEFINITION_PROBLEM_KEY, {})
+        problems[key] = f"{metafunc.definition.nodeid}: {exc}"
+        return
+    metafunc.config.stash.setdefault(VALIDATED_KEY, {})[key] = tuple(marks)
 
+
+DEFINITION_PROBLEM_KEY = pytest.StashKey[dict[tuple[str, str], str]]()
+"""Why a test function's devcaps marks are wrong, found by ``pytest_generate_tests``: every
+item of that function errors at setup with it (never the whole module at collection)."""
 
 MARK_PROBLEM_KEY = pytest.StashKey[str]()
 """Why a test's devcaps marks are wrong, for tests collected without ``pytest_generate_tests``
@@ -284,6 +327,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         dtype_param = callspec_param(callspec, DTYPE_NAMES)
         if not marks and not uses_device and dtype_param is None:
             continue  # this test does not use devcaps (and builds nothing)
+        definition_problem = config.stash.get(DEFINITION_PROBLEM_KEY, {}).get(_definition_key(item))
+        if definition_problem is not None:
+            item.stash[MARK_PROBLEM_KEY] = definition_problem
+            continue
         checked = config.stash.get(VALIDATED_KEY, {}).get(_definition_key(item))
         try:
             if checked != tuple(marks):  # not checked at collection, or marks added since
@@ -298,6 +345,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
         evaluation = evaluate(marks, state.registry, item_device(item), dtype_param)
         item.stash[EVALUATION_KEY] = evaluation
+        if any(m.name == "requires_memory" and m.kwargs.get("free") for m in marks):
+            item.stash[FREE_MEMORY_KEY] = True  # measured at setup, right before the test
         item.user_properties.append(("devcaps_device", evaluation.device))
         if evaluation.required:
             item.user_properties.append(("devcaps_requires", ",".join(evaluation.required)))
@@ -364,6 +413,8 @@ def _setup(item: pytest.Item) -> None:
     if evaluation is None:
         return
     if not evaluation.skip:
+        if FREE_MEMORY_KEY not in item.stash:
+            return
         from pytest_devcaps.session.suite_hooks import check_free_memory
 
         check_free_memory(item)  # requires_memory(free=True), now
@@ -383,11 +434,20 @@ def _annotate(report: pytest.TestReport, item: pytest.Item) -> None:
     if HARDWARE_KEY in item.stash:
         report.__dict__[HARDWARE_REPORT_KEY] = item.stash[HARDWARE_KEY]
     if evaluation is not None:
-        report.__dict__["devcaps"] = {
-            "device": evaluation.device,
-            "requires": list(evaluation.required),
-            "missing": [m.to_dict() for m in evaluation.missing],
-        }
+        fields = item.stash.get(REPORT_FIELDS_KEY, None)
+        if fields is None or fields[0] is not evaluation:  # made once per evaluation, not per phase
+            fields = (evaluation, {"device": evaluation.device, "requires": list(evaluation.required),
+                                   "missing": [m.to_dict() for m in evaluation.missing]})
+            item.stash[REPORT_FIELDS_KEY] = fields
+        report.__dict__["devcaps"] = fields[1]
+
+
+FREE_MEMORY_KEY = pytest.StashKey[bool]()
+"""The test has ``requires_memory(free=True)``: free memory is measured at its setup."""
+
+REPORT_FIELDS_KEY = pytest.StashKey[tuple[Any, dict[str, Any]]]()
+"""The evaluation a test's reports describe and the fields made from it (setup, call and
+teardown reports share them)."""
 
 
 HEADER_SHOWN_KEY = pytest.StashKey[bool]()

@@ -215,3 +215,11 @@ def test_every_lazy_name_resolves() -> None:
             module, attribute = target(package_name, name, where)
             assert hasattr(importlib.import_module(module), attribute), (package_name, name, where)
             assert getattr(package, name) is getattr(importlib.import_module(module), attribute)
+
+
+def test_lazy_dir_keeps_the_modules_own_names() -> None:
+    """pluggy registers ``-p pytest_devcaps`` by dir(module): its hook must stay visible."""
+    import pytest_devcaps
+
+    names = dir(pytest_devcaps)
+    assert "pytest_addhooks" in names and "requires_capability" in names

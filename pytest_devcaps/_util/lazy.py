@@ -14,6 +14,7 @@ every table, so a moved module cannot leave a stale entry behind.
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import Any, Callable, Mapping
 
 
@@ -38,6 +39,7 @@ def lazy_names(
         return getattr(importlib.import_module(module), attribute)
 
     def __dir__() -> list[str]:
-        return sorted(table)
+        # The module's own names too: pluggy finds a plugin's hooks (``pytest_addhooks``) by dir().
+        return sorted(set(vars(sys.modules[package])) | set(table))
 
     return __getattr__, __dir__

@@ -30,9 +30,9 @@ def distributed(device: torch.device, dist_backend: str, devcaps: DeviceCapabili
     """Run a module-level function on N ranks of the test's device: ``distributed.run(fn, *args,
     world_size=2)`` returns each rank's return value. Skips when the device has no
     distributed backend (via ``dist_backend``) or too few devices for the world size;
-    ``DEVCAPS_DIST_SHARE_DEVICES=1`` lets several ranks share one accelerator where the backend
+    ``PYTEST_DEVCAPS_DIST_SHARE_DEVICES=1`` lets several ranks share one accelerator where the backend
     allows it. With pytest-timeout active, the rank watchdog fires before its timeout. Worlds
-    are reused between calls (``DEVCAPS_DIST_REUSE=0`` starts a fresh one every time) and
+    are reused between calls (``PYTEST_DEVCAPS_DIST_REUSE=0`` starts a fresh one every time) and
     closed at the end of the session."""
     from pytest_devcaps.distributed.fixture_runner import DistributedRunner
 

@@ -191,12 +191,12 @@ BAD_MARKS = {
 
 
 @pytest.mark.parametrize("case", sorted(BAD_MARKS))
-def test_bad_marker_argument_is_a_collection_error_naming_marker_and_argument(
+def test_bad_marker_argument_errors_the_test_naming_marker_and_argument(
         pytester: pytest.Pytester, case: str) -> None:
     mark, message = BAD_MARKS[case]
     pytester.makepyfile(f"import pytest, torch\n\n{mark}\ndef test_it(device, dtype):\n    pass\n")
     result = pytester.runpytest()
-    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # that test errors, as under skipif
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines([f"*test_it: {message}"])
     result.stdout.no_fnmatch_line("*Traceback*")
@@ -406,3 +406,19 @@ def test_required_alias_is_enforced_as_the_capability_it_names(pytester: pytest.
                                 "--devcaps-set=mm.scaled=unsupported")
     result.assert_outcomes(errors=2)
     result.stdout.fnmatch_lines(["*mm.scaled required on this runner (--devcaps-require) but: *"])
+
+
+def test_marks_checked_once_per_session_still_fail_every_test_they_do_not_fit(pytester: pytest.Pytester) -> None:
+    """Marks that passed are not checked again for the next test with the same marks (a cost per
+    test), but the same marks on a test they do not fit, and a typo repeated, fail each module."""
+    header = "import pytest, torch\n\nDTYPES = pytest.mark.dtypes(torch.float32)\n"
+    pytester.makepyfile(
+        test_a=header + "@DTYPES\ndef test_fits(dtype):\n    pass\n\n@DTYPES\ndef test_fits_too(dtype):\n    pass\n",
+        test_b=header + "@DTYPES\ndef test_no_dtype_argument(device):\n    pass\n",
+        test_c=header + "@pytest.mark.requires_capability('dtype.bf61')\ndef test_typo(device):\n    pass\n",
+        test_d=header + "@pytest.mark.requires_capability('dtype.bf61')\ndef test_same_typo(device):\n    pass\n",
+    )
+    result = pytester.runpytest("--continue-on-collection-errors", "-p", "no:randomly")
+    result.assert_outcomes(passed=2, errors=3)
+    result.stdout.fnmatch_lines_random(["*test_no_dtype_argument: dtypes: the test takes no 'dtype'*",
+                                        "*test_typo: *dtype.bf61*", "*test_same_typo: *dtype.bf61*"])
