@@ -162,15 +162,22 @@ def test_a_name_matching_nothing_is_still_refused(capsys: pytest.CaptureFixture[
 def test_an_ambiguous_short_name_lists_the_candidates() -> None:
     from pytest_devcaps.commands.explain import resolve_short_name
     from pytest_devcaps.config import load_catalogue
-    from pytest_devcaps.errors import DevcapsError
+    from pytest_devcaps.errors import DevcapsError, UnknownCapabilityError
 
     catalogue = load_catalogue()
     assert resolve_short_name(catalogue, "dtype.bf16") == "dtype.bf16"
-    suffixes: dict[str, list[str]] = {}
-    for name in [*catalogue.capabilities, *catalogue.aliases()]:
-        suffixes.setdefault(name.rsplit(".", 1)[-1], []).append(name)
-    shared = next((s for s, names in suffixes.items() if len(names) > 1), None)
-    if shared is None:
-        pytest.skip("no short name is shared by two capabilities in this catalogue")
-    with pytest.raises(DevcapsError, match="did you mean one of"):
-        resolve_short_name(catalogue, shared)
+
+    class TwoFlashes:  # a catalogue where one short name ends two capabilities
+        capabilities = {"attention.flash": None, "vendor.flash": None}
+
+        def aliases(self) -> dict[str, str]:
+            return {}
+
+        def check_name(self, name: str) -> str:
+            if name not in self.capabilities:
+                raise UnknownCapabilityError(name, list(self.capabilities))
+            return name
+
+    with pytest.raises(DevcapsError, match="'flash': it is the last part of 'attention.flash', "
+                                           "'vendor.flash'; name one"):
+        resolve_short_name(TwoFlashes(), "flash")

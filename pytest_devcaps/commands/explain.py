@@ -204,23 +204,19 @@ def resolve_short_name(catalogue: Any, name: str) -> str:
     name matching none raises the catalogue's error with the closest."""
     import sys
 
-    from pytest_devcaps.errors import UnknownCapabilityError
+    from pytest_devcaps.errors import DevcapsError, UnknownCapabilityError, short_name_matches, suggestion
 
     try:
         catalogue.check_name(name)
         return name
     except UnknownCapabilityError:
-        known = [*catalogue.capabilities, *catalogue.aliases()]
-        short = [k for k in known if k.rsplit(".", 1)[-1] == name]
+        short = short_name_matches(name, [*catalogue.capabilities, *catalogue.aliases()])
         if len(short) == 1:
-            print(f"devcaps: {name!r} taken as {short[0]!r} (did you mean {short[0]!r}?)",
-                  file=sys.stderr)
-            return str(short[0])
+            print(f"devcaps: {name!r} taken as {short[0]!r}{suggestion(short[0])}", file=sys.stderr)
+            return short[0]
         if len(short) > 1:
-            from pytest_devcaps.errors import DevcapsError
-
-            raise DevcapsError(f"unknown capability {name!r}: did you mean one of "
-                               f"{', '.join(repr(s) for s in sorted(short))}?") from None
+            raise DevcapsError(f"unknown capability {name!r}: it is the last part of "
+                               f"{', '.join(repr(s) for s in short)}; name one") from None
         raise
 
 
