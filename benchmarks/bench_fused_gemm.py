@@ -264,8 +264,8 @@ def _time_fp8_shape(shape: Shape, device: torch.device, repeat: int, min_seconds
 # -- block split study (CPU) -------------------------------------------------------------------
 
 def _with_rows(rows: Callable[[int], int], call: Callable[[], object]) -> Callable[[], object]:
-    """``call`` with devcaps_kernels.cpu.block_rows forced to ``rows(m)`` (benchmark-only)."""
-    import devcaps_kernels.cpu as cpu_backend
+    """``call`` with devcaps_kernels.cpu_backend.block_rows forced to ``rows(m)`` (benchmark-only)."""
+    import devcaps_kernels.cpu_backend as cpu_backend
 
     def run() -> object:
         default = cpu_backend.block_rows

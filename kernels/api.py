@@ -46,10 +46,15 @@ def last_backend() -> BackendUsed | None:
 
 def choose_backend(device: torch.device, *,
                    triton_available: TritonAvailable | None = None) -> str:
-    """What ``backend="auto"`` runs on ``device``: ``triton`` where ``triton_available(device)``
-    (default :func:`~devcaps_kernels.triton_support.triton_drives`: Triton's active driver runs
-    on ``device.type``), else ``cpu`` on CPU, else ``reference``."""
-    if (triton_available or triton_drives)(device):
+    """What ``backend="auto"`` runs on ``device``: ``triton`` where Triton can run there
+    (:func:`~devcaps_kernels.triton_support.triton_drives`: Triton's active driver runs on
+    ``device.type``) and ``triton_available(device)`` agrees, else ``cpu`` on CPU, else
+    ``reference``.
+
+    The predicate only narrows: it can keep Triton out, never bring it in where Triton cannot
+    run (a predicate that says yes for CPU tensors still gets ``cpu``, not a Triton error), and
+    it is asked only where Triton could run."""
+    if triton_drives(device) and (triton_available is None or triton_available(device)):
         return "triton"
     if device.type == "cpu":
         return "cpu"
@@ -96,9 +101,10 @@ def scaled_mm(
     ``reference``; see ``choose_backend``), ``triton``, ``cpu`` or ``reference``; the backend that
     ran is ``last_backend()``. ``auto`` asks torch and Triton only (no probe process, no
     pytest plugin): Triton is installed and its active driver launches on ``a.device.type``.
-    ``triton_available``: a predicate ``(device) -> bool`` that replaces that check for
-    ``auto`` (e.g. ``lambda d: devcaps.has("compile.triton")`` in a test, or ``lambda d: False``
-    to keep Triton out); ignored for an explicit backend.
+    ``triton_available``: a predicate ``(device) -> bool`` that ``auto`` asks on top of that
+    check, where Triton could run (e.g. ``lambda d: devcaps.has("compile.triton")`` in a test,
+    or ``lambda d: False`` to keep Triton out): it narrows the choice, never widens it; ignored
+    for an explicit backend.
     Invalid input raises ``TypeError``/``ValueError`` naming what was expected and given.
     """
     global _last_backend
@@ -125,7 +131,7 @@ def _run(name: str, p: Problem, *, auto: bool) -> tuple[torch.Tensor | None, tup
     if name == "cpu":
         if p.device.type != "cpu":
             raise ValueError(f"backend='cpu' needs CPU tensors, got tensors on {p.device}")
-        from .cpu import fallback_reason, run_cpu
+        from .cpu_backend import fallback_reason, run_cpu
 
         y, reduced = run_cpu(p)
         return y, reduced, fallback_reason(p)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from .epilogue import apply_torch
+from .precision import fp32_matmul_precision
 from .problem import Problem
 from .reductions import reduce_rows
 
@@ -34,8 +35,11 @@ def finish_block(p: Problem, acc: torch.Tensor, rows: slice, *,
 
 
 def run_reference(p: Problem) -> Result:
-    """``acc = a.float() @ b.float()``, finished in fp32, cast, then reduced."""
-    acc = finish_block(p, p.a.float() @ p.b.float(), slice(None))
+    """``acc = a.float() @ b.float()`` in IEEE fp32 (whatever float32_matmul_precision says),
+    finished in fp32, cast, then reduced."""
+    with fp32_matmul_precision("ieee"):
+        acc = p.a.float() @ p.b.float()
+    acc = finish_block(p, acc, slice(None))
     y = acc.to(p.out_dtype)
     reductions = tuple(reduce_rows(y if r.source == "output" else acc, r) for r in p.reductions)
     return (y if p.store_output else None), reductions

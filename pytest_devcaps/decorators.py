@@ -21,6 +21,7 @@ from typing import Any, Callable, TypeVar
 
 import pytest
 
+from pytest_devcaps.errors import DevcapsTypeError
 from pytest_devcaps.marks import hardware as _classes
 from pytest_devcaps.marks.evaluation import check_keywords
 from pytest_devcaps.testcase import checked_call, guard
@@ -71,8 +72,8 @@ def _decorator(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call
             _guard_class(target)
             return mark(target)  # type: ignore[no-any-return]
         if not callable(target):
-            raise TypeError(f"@{name}(...) decorates test functions, methods and classes, "
-                            f"not {target!r}")
+            raise DevcapsTypeError(f"@{name}(...) decorates test functions, methods and classes, "
+                                   f"not {target!r}")
         return mark(_checked(target))  # type: ignore[no-any-return]
 
     return decorate

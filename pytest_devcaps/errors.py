@@ -1,4 +1,9 @@
-"""Errors users can act on: every error pytest-devcaps raises on purpose is a :class:`DevcapsError`."""
+"""Errors users can act on: every error pytest-devcaps raises on purpose is a :class:`DevcapsError`,
+every warning it issues a :class:`DevcapsWarning`.
+
+"Did you mean" is written here once: :func:`closest` finds the suggestion, :func:`suggestion`
+words it, :func:`did_you_mean` does both; every message naming the closest valid name uses them.
+"""
 
 from __future__ import annotations
 
@@ -31,10 +36,14 @@ def closest(name: str, candidates: Iterable[str], *, cutoff: float = 0.6) -> str
     return matches[0] if matches else None
 
 
-def did_you_mean(name: str, candidates: Iterable[str], *, cutoff: float = 0.6) -> str:
-    """`` (did you mean 'x'?)`` or an empty string."""
-    match = closest(name, candidates, cutoff=cutoff)
+def suggestion(match: str | None) -> str:
+    """`` (did you mean 'x'?)`` for a match, an empty string for None: the one wording."""
     return f" (did you mean {match!r}?)" if match else ""
+
+
+def did_you_mean(name: str, candidates: Iterable[str], *, cutoff: float = 0.6) -> str:
+    """`` (did you mean 'x'?)`` naming the closest of ``candidates``, or an empty string."""
+    return suggestion(closest(name, candidates, cutoff=cutoff))
 
 
 def short_repr(value: object) -> str:
@@ -80,8 +89,7 @@ class UnknownCapabilityError(DevcapsError, KeyError):
         super().__init__(name)
 
     def __str__(self) -> str:
-        hint = f" (did you mean {self.suggestion!r}?)" if self.suggestion else ""
-        return f"unknown capability {self.name!r}{hint}"
+        return f"unknown capability {self.name!r}{suggestion(self.suggestion)}"
 
 
 class UnknownDeviceError(DevcapsError, LookupError):
@@ -120,6 +128,13 @@ class DevcapsWarning(UserWarning):
     """
 
 
+class DevcapsDeprecationWarning(DevcapsWarning):
+    """A deprecated spelling still honoured (an environment variable's old ``DEVCAPS_*`` name);
+    the message names what to use instead. A :class:`DevcapsWarning` (a ``UserWarning``), not a
+    ``DeprecationWarning``, which Python hides outside ``__main__``: a user who set the old name
+    should see that it will stop working."""
+
+
 class MarkerError(DevcapsError):
     """A devcaps marker or decorator used with arguments it does not take.
 
@@ -134,3 +149,23 @@ class MarkerError(DevcapsError):
 
     def __str__(self) -> str:
         return f"{self.marker}: {self.message}"
+
+
+class DevcapsValueError(DevcapsError, ValueError):
+    """A value devcaps refuses that is not a configuration file's (a level name, a registry
+    snapshot of another format or catalogue); still a ``ValueError`` for callers that caught one."""
+
+
+class DevcapsTypeError(DevcapsError, TypeError):
+    """A value of the wrong type given to devcaps (a decorator on a non-callable, arguments that
+    cannot be pickled to the ranks); still a ``TypeError`` for callers that caught one."""
+
+
+class DeviceRuntimeError(DevcapsError, RuntimeError):
+    """torch offers no such operation for this device type (no ``synchronize``, no allocator
+    statistics...); still a ``RuntimeError`` for callers that caught one."""
+
+
+class BackendInstallError(DevcapsError):
+    """A vendor's torch extension is installed but broken (importing it raised): discovery warns
+    with this error's text instead of the device silently disappearing."""

@@ -1,17 +1,25 @@
 """Hooks for vendors: add backends, capabilities and probes, or adjust answers.
 
-Implement them in a ``conftest.py``, in a plugin, or in a package registered under the
-``pytest11`` entry-point group; the ``devcaps`` CLI, which runs without pytest, loads vendor
-packages registered under the ``devcaps`` entry-point group. A vendor plugin that
-may load without pytest-devcaps installed marks its implementations
-``@pytest.hookimpl(optionalhook=True)``.
+Implement them in a ``conftest.py``, in a plugin, or in a vendor package registered under the
+``devcaps`` entry-point group (:data:`VENDOR_GROUP`). That group is loaded everywhere a registry
+is built: in a pytest session, by the ``devcaps`` CLI, by ``library.default_registry()`` and so
+by the unittest bridge (:func:`vendor_hooks`, :func:`load_vendor_plugins`), so an out-of-tree
+backend is seen everywhere or nowhere. A package that registers its hooks only as a ``pytest11``
+plugin is seen by pytest alone: the session warns, naming it (:func:`vendors_seen_only_by_pytest`).
+A plugin that fails to import is skipped with a :class:`~pytest_devcaps.errors.DevcapsWarning`
+naming the error. A vendor plugin that may load without pytest-devcaps installed marks its
+implementations ``@pytest.hookimpl(optionalhook=True)``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+import sys
+import warnings
+from typing import TYPE_CHECKING, Any, Sequence
 
 import pluggy
+
+from pytest_devcaps.errors import DevcapsWarning
 
 if TYPE_CHECKING:
     from pytest_devcaps.model import CapabilityRecord, DeviceIdentity
@@ -94,8 +102,9 @@ def pytest_devcaps_adjust_results(
     """Adjust the final answers for one device; return replacements, or None to keep them.
 
     Runs after probes, vendor rules, override files and the command line. Records returned
-    here replace those with the same capability; give them a ``source`` such as
-    ``hook:<plugin>`` so reports say where they came from.
+    here replace those with the same capability; their ``source`` becomes ``hook:<plugin>``
+    (the name the plugin is registered under; a conftest's module name), whatever the
+    plugin wrote, so reports say where they came from.
 
     Example ``conftest.py``::
 
@@ -114,3 +123,68 @@ def pytest_devcaps_adjust_results(
 
     .. versionadded:: 0.1
     """
+
+
+VENDOR_GROUP = "devcaps"
+"""The entry-point group of vendor plugins implementing the hooks above."""
+
+HOOK_NAMES = ("pytest_devcaps_register_backends", "pytest_devcaps_register_capabilities",
+              "pytest_devcaps_adjust_results")
+
+
+def load_vendor_plugins(manager: pluggy.PluginManager) -> list[str]:
+    """Register the :data:`VENDOR_GROUP` plugins on ``manager`` (pytest's, or our own outside
+    pytest), each under its entry point's name; one registered already (by name or as the same
+    object) or blocked (``-p no:NAME``) is left alone, one whose import raises is a warning.
+    Returns the group's modules (one scan of the installed distributions: about 20 ms)."""
+    import importlib.metadata
+
+    entries = list(importlib.metadata.entry_points(group=VENDOR_GROUP))
+    for entry in entries:
+        if manager.get_plugin(entry.name) is not None or manager.is_blocked(entry.name):
+            continue
+        try:
+            plugin = entry.load()
+        except Exception as exc:
+            warnings.warn(f"pytest-devcaps: skipping the vendor plugin {entry.name!r} "
+                          f"({entry.value}): {type(exc).__name__}: {exc}", DevcapsWarning,
+                          stacklevel=2)
+            continue
+        if not manager.is_registered(plugin):
+            manager.register(plugin, name=entry.name)
+    return [entry.value.split(":", 1)[0] for entry in entries]
+
+
+class _VendorPluginManager(pluggy.PluginManager):
+    """pytest's rule outside pytest: a ``pytest_devcaps_*`` function is a hook implementation
+    with or without ``@pytest.hookimpl`` (``PytestPluginManager.parse_hookimpl_opts``), so a
+    plugin pytest sees is seen here too."""
+
+    def parse_hookimpl_opts(self, plugin: Any, name: str) -> pluggy.HookimplOpts | None:
+        opts = super().parse_hookimpl_opts(plugin, name)
+        if opts is None and name in HOOK_NAMES and callable(getattr(plugin, name, None)):
+            return pluggy.HookimplOpts(wrapper=False, hookwrapper=False, optionalhook=False,
+                                       tryfirst=False, trylast=False, specname=None)
+        return opts
+
+
+def vendor_hooks() -> Any:
+    """Outside pytest: a hook relay with these hookspecs and the :data:`VENDOR_GROUP` plugins
+    (what ``config.hook`` carries inside a session)."""
+    manager = _VendorPluginManager("pytest")
+    manager.add_hookspecs(sys.modules[__name__])
+    load_vendor_plugins(manager)
+    return manager.hook
+
+
+def vendors_seen_only_by_pytest(manager: pluggy.PluginManager, ours: Sequence[str]) -> list[str]:
+    """Plugins loaded from an entry point of another group (``pytest11``) that implement our
+    hooks: seen in a pytest session, but not by the CLI or library code. ``ours``: the
+    :data:`VENDOR_GROUP` modules (what :func:`load_vendor_plugins` returns)."""
+    found = []
+    for plugin, dist in manager.list_plugin_distinfo():
+        module = getattr(plugin, "__name__", type(plugin).__module__)
+        implements = any(getattr(plugin, name, None) is not None for name in HOOK_NAMES)
+        if implements and module not in ours:
+            found.append(f"{module} (from {dist.project_name})")
+    return sorted(found)

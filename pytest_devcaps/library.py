@@ -2,8 +2,8 @@
 
 Inside a pytest session the plugin installs its session's registry here, so library code sees
 the same answers, overrides included, as the tests. Outside one, the first call builds a
-registry with default options (probing once per device model; later processes read the
-probe cache).
+registry with default options and the vendor plugins of the ``devcaps`` entry-point group, as
+the ``devcaps`` CLI does (probing once per device model; later processes read the probe cache).
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ _installed: list[RegistrySource] = []
 
 @functools.lru_cache(maxsize=1)
 def _built_default() -> CapabilityRegistry:
+    from pytest_devcaps.hookspecs import vendor_hooks
     from pytest_devcaps.registry import build_registry
 
-    return build_registry()
+    return build_registry(hook=vendor_hooks())
 
 
 def install_default_registry(registry: RegistrySource) -> None:

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from pytest_devcaps.errors import DevcapsValueError
+
 
 class Level(str, enum.Enum):
     """How well a device supports a capability."""
@@ -23,14 +25,14 @@ class Level(str, enum.Enum):
 
     @classmethod
     def parse(cls, text: str) -> Level:
-        """Parse a level name; raises ValueError listing the valid names."""
+        """Parse a level name; raises DevcapsValueError (a ValueError) listing the valid names."""
         try:
             return cls(str(text).strip().lower())
         except ValueError:
             valid = ", ".join(level.value for level in cls)
             given = str(text)
             shown = repr(given) if len(given) <= 60 else f"{given[:60]!r}..."
-            raise ValueError(f"invalid level {shown}; expected one of: {valid}") from None
+            raise DevcapsValueError(f"invalid level {shown}; expected one of: {valid}") from None
 
     def __str__(self) -> str:
         return self.value
@@ -140,8 +142,36 @@ class DeviceIdentity:
         )
 
 
+# Answer sources (CapabilityRecord.source), written once: layers set them, explain and reports
+# read them. Sources with a name carry it after the colon (``override:<file>``).
 #: The source of an answer no layer gave: nothing probed or ruled on the capability.
 UNANSWERED_SOURCE = "default"
+RULE_SOURCE = "vendor-rule"
+PROBE_SOURCE = "probe"
+CLI_SOURCE = "cli"
+IMPLIES_SOURCE = "implies"
+PROFILE_PREFIX = "profile:"
+OVERRIDE_PREFIX = "override:"
+HOOK_PREFIX = "hook:"
+EXPLICIT_PREFIXES = (PROFILE_PREFIX, OVERRIDE_PREFIX, HOOK_PREFIX)
+
+
+def profile_source(name: str) -> str:
+    return f"{PROFILE_PREFIX}{name}"
+
+
+def override_source(file: str) -> str:
+    return f"{OVERRIDE_PREFIX}{file}"
+
+
+def hook_source(plugin: str) -> str:
+    return f"{HOOK_PREFIX}{plugin}"
+
+
+def is_explicit_source(source: str) -> bool:
+    """Whether a person or a plugin set this answer on purpose (a profile, an override file,
+    ``--devcaps-set`` or a hook), as opposed to a rule, a probe or nothing."""
+    return source == CLI_SOURCE or source.startswith(EXPLICIT_PREFIXES)
 
 
 @dataclass(frozen=True)
@@ -149,9 +179,11 @@ class CapabilityRecord:
     """One answer: does ``device`` have ``capability``, how well, why, and who said so.
 
     ``source`` is one of ``vendor-rule``, ``probe``, ``profile:<name>``, ``override:<file>``,
-    ``cli``, ``hook:<plugin>``, ``implies`` or ``default`` (nothing answered). ``history`` holds
-    the answers of lower-precedence layers that this one replaced, oldest first, each in
-    :meth:`describe` form, so a report can say what an override or the command line overrode.
+    ``cli``, ``hook:<plugin>``, ``implies`` or ``default`` (nothing answered): the constants
+    above. ``history`` holds the answers of lower-precedence layers that this one replaced,
+    oldest first, each in :meth:`describe` form, so a report can say what an override or the
+    command line overrode. ``needs`` (source ``implies`` only): the implied capability whose
+    answer decided this one, as data (the reason says it in words).
     """
 
     capability: str
@@ -160,6 +192,7 @@ class CapabilityRecord:
     reason: str
     source: str
     history: tuple[str, ...] = ()
+    needs: str | None = None
 
     @property
     def available(self) -> bool:
@@ -185,6 +218,8 @@ class CapabilityRecord:
         }
         if self.history:
             data["history"] = list(self.history)
+        if self.needs is not None:
+            data["needs"] = self.needs
         return data
 
     @classmethod
@@ -196,6 +231,7 @@ class CapabilityRecord:
             reason=data.get("reason", ""),
             source=data.get("source", UNANSWERED_SOURCE),
             history=tuple(data.get("history", ())),
+            needs=data.get("needs"),
         )
 
 

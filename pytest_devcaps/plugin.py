@@ -9,13 +9,13 @@ The fixtures are in ``fixtures``, reports in ``reporting``, plan mode (``--devca
 from __future__ import annotations
 
 import os
+import warnings
 from typing import TYPE_CHECKING, Any, Generator, Sequence
 
 import pytest
 
-from pytest_devcaps.parallel import xdist_handshake as xdist_hooks
 from pytest_devcaps.session import config_warnings as configwarnings
-from pytest_devcaps.errors import ConfigError, DevcapsError, did_you_mean
+from pytest_devcaps.errors import ConfigError, DevcapsError, DevcapsWarning
 from pytest_devcaps.session.fixtures import (  # noqa: F401  (fixtures are found by name on this module)
     devcaps,
     devcaps_device,
@@ -26,13 +26,19 @@ from pytest_devcaps.session.fixtures import (  # noqa: F401  (fixtures are found
     devices,
     device_value,
     dist_backend,
+    distributed,
     dtype,
     is_device_fixture,
     item_device,
     tolerances,
 )
 from pytest_devcaps.marks.names import DEVICE_NAMES, DTYPE_NAMES, MARKER_LINES, MARKER_NAMES, callspec_param
-from pytest_devcaps.session.options import DevcapsSettings, add_options, resolve_settings
+from pytest_devcaps.session.options import (
+    DevcapsSettings,
+    add_options,
+    check_device_types,
+    resolve_settings,
+)
 from pytest_devcaps.session.require import check_required, skip_unless_required
 from pytest_devcaps.session.state import (
     CLASS_PROBLEM_KEY,
@@ -83,9 +89,13 @@ def pytest_configure(config: pytest.Config) -> None:
             check_report_path(settings.json_path)
     except DevcapsError as exc:
         raise pytest.UsageError(f"pytest-devcaps: {exc}") from None
-    xdist_hooks.apply_worker_environment(config)  # before anything initialises a device here
+    worker = getattr(config, "workerinput", None) is not None  # xdist sets it in workers only
+    if worker:
+        from pytest_devcaps.parallel import xdist_handshake as xdist_hooks
+
+        xdist_hooks.apply_worker_environment(config)  # before anything initialises a device here
     state = SessionState(settings, lambda: _select(config, settings),
-                         is_worker=xdist_hooks.is_worker(config))
+                         is_worker=worker)
     config.stash[STATE_KEY] = state
     from pytest_devcaps.library import install_default_registry
 
@@ -109,8 +119,11 @@ def _select(config: pytest.Config, settings: DevcapsSettings) -> Selection:
         from pytest_devcaps.parallel import torchrun
 
         launch = torchrun.active(config)
+    from pytest_devcaps.parallel import xdist_handshake as xdist_hooks
+
     index = launch.local_rank if launch is not None else xdist_hooks.pinned_index(config)
     try:
+        _load_vendor_plugins(config)
         registry = xdist_hooks.session_registry(config, lambda: _build(config, settings))
         check_required(settings.require, registry.catalogue)
         selected = select_devices(registry, settings, index)
@@ -122,6 +135,21 @@ def _select(config: pytest.Config, settings: DevcapsSettings) -> Selection:
     if index is not None and not primary.startswith("cpu"):
         _make_current(primary, f"rank {launch.rank}" if launch else "this xdist worker")
     return Selection(registry, selected, primary)
+
+
+def _load_vendor_plugins(config: pytest.Config) -> None:
+    """The ``devcaps`` entry-point group's vendor plugins, as the CLI and library code load them
+    (on first need: a session that never builds a registry pays nothing); a ``pytest11``-only
+    vendor plugin is a warning, since nothing outside pytest sees it."""
+    from pytest_devcaps import hookspecs
+
+    with configwarnings.reissued(config):
+        ours = hookspecs.load_vendor_plugins(config.pluginmanager)
+        for name in hookspecs.vendors_seen_only_by_pytest(config.pluginmanager, ours):
+            warnings.warn(f"pytest-devcaps: the vendor plugin {name} is a pytest11 plugin only: "
+                          f"devcaps probe and library code do not see it; register it under the "
+                          f"{hookspecs.VENDOR_GROUP!r} entry-point group as well",
+                          DevcapsWarning, stacklevel=2)
 
 
 def _build(config: pytest.Config, settings: DevcapsSettings) -> CapabilityRegistry:
@@ -153,7 +181,9 @@ def _register_optional_plugins(config: pytest.Config) -> None:
     from pytest_devcaps.session.suite_hooks import SuiteHooks
 
     config.pluginmanager.register(SuiteHooks(config), "devcaps-suites")
-    if config.pluginmanager.hasplugin("xdist"):
+    if _xdist_session(config):
+        from pytest_devcaps.parallel import xdist_handshake as xdist_hooks
+
         hooks = xdist_hooks.XdistHooks(config)
         state = session_state(config)
         if state.settings.pin_workers and not state.is_worker and getattr(config.option, "tx", None):
@@ -162,12 +192,24 @@ def _register_optional_plugins(config: pytest.Config) -> None:
             except DevcapsError as exc:
                 raise pytest.UsageError(f"pytest-devcaps: {exc}") from None
         config.pluginmanager.register(hooks, "devcaps-xdist")
-    try:
-        from pytest_devcaps.distributed import fixture as distributed_fixture
-    except ImportError:
-        return
-    if not config.pluginmanager.is_registered(distributed_fixture):
-        config.pluginmanager.register(distributed_fixture, "devcaps-distributed")
+
+
+def _xdist_session(config: pytest.Config) -> bool:
+    """An xdist controller (``-n``/``--tx`` given: xdist's cmdline_main has filled ``tx`` by
+    configure time) or worker; a session that merely has xdist installed needs no handshake."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return False
+    return getattr(config, "workerinput", None) is not None or bool(getattr(config.option, "tx", None))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The session's worlds end with it (their ranks would otherwise wait until exit). No
+    world was started unless the pool was imported: a session without one imports nothing."""
+    import sys
+
+    pool = sys.modules.get("pytest_devcaps.distributed.pool")
+    if pool is not None:
+        pool.close_worlds()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -205,18 +247,7 @@ def select_devices(registry: Any, settings: Any, worker: int | None = None) -> l
 
 
 def _check_device_types(settings: Any, present: list[str]) -> None:
-    from pytest_devcaps.model import KNOWN_DEVICE_TYPES  # a plain session never imports model
-
-    known = list(dict.fromkeys([*KNOWN_DEVICE_TYPES, *present]))
-    for setting in (settings.devices, settings.except_):
-        for name in setting.value:
-            if name not in known:
-                raise ConfigError(f"unknown device type {name!r}{did_you_mean(name, known)}; "
-                                  f"present here: {', '.join(present)}", file=setting.source)
-            if name not in present and setting is settings.devices:
-                raise ConfigError(f"device type {name!r} is not present on this machine (present: "
-                                  f"{', '.join(present)}); leave the option unset to run on every "
-                                  "type present", file=setting.source)
+    check_device_types(settings.devices, settings.except_, present)  # the unittest bridge's check too
 
 
 def _devcaps_marks(node: pytest.Item) -> list[pytest.Mark]:
@@ -281,19 +312,24 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         registry = state.registry
     except RegistryUnavailable:
         return  # pytest_collection_modifyitems reports it, once
-    problem = None
-    try:
-        _validate_marks(metafunc.definition, registry, metafunc.fixturenames, marks)
-    except DevcapsError as exc:
-        problem = str(exc)
-    if problem is not None:  # failing outside the handler keeps the exception chain out
-        pytest.fail(f"{metafunc.definition.nodeid}: {problem}", pytrace=False)
-    validated = metafunc.config.stash.setdefault(VALIDATED_KEY, {})
-    validated[_definition_key(metafunc.definition)] = tuple(marks)
     from pytest_devcaps.session.parametrize import parametrize
 
-    parametrize(metafunc, state)
+    key = _definition_key(metafunc.definition)
+    try:
+        _validate_marks(metafunc.definition, registry, metafunc.fixturenames, marks)
+        parametrize(metafunc, state)
+    except DevcapsError as exc:
+        # As pytest's skipif with a bad condition: this test errors (at setup, where
+        # _setup reads the problem), its module's other tests run.
+        problems = metafunc.config.stash.setdefault(DEFINITION_PROBLEM_KEY, {})
+        problems[key] = f"{metafunc.definition.nodeid}: {exc}"
+        return
+    metafunc.config.stash.setdefault(VALIDATED_KEY, {})[key] = tuple(marks)
 
+
+DEFINITION_PROBLEM_KEY = pytest.StashKey[dict[tuple[str, str], str]]()
+"""Why a test function's devcaps marks are wrong, found by ``pytest_generate_tests``: every
+item of that function errors at setup with it (never the whole module at collection)."""
 
 MARK_PROBLEM_KEY = pytest.StashKey[str]()
 """Why a test's devcaps marks are wrong, for tests collected without ``pytest_generate_tests``
@@ -311,6 +347,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         dtype_param = callspec_param(callspec, DTYPE_NAMES)
         if not marks and not uses_device and dtype_param is None:
             continue  # this test does not use devcaps (and builds nothing)
+        definition_problem = config.stash.get(DEFINITION_PROBLEM_KEY, {}).get(_definition_key(item))
+        if definition_problem is not None:
+            item.stash[MARK_PROBLEM_KEY] = definition_problem
+            continue
         checked = config.stash.get(VALIDATED_KEY, {}).get(_definition_key(item))
         try:
             if checked != tuple(marks):  # not checked at collection, or marks added since

@@ -10,7 +10,7 @@ same code for in-tree backends, while a PrivateUse1 backend registered from Pyth
 On the CPU: :func:`synchronize`, :func:`empty_cache`, :func:`reset_peak_memory_stats` and
 :func:`set_device` do nothing; :func:`device_count` is 1; the memory readers
 (:func:`memory_allocated`, :func:`max_memory_allocated`, :func:`memory_stats`) raise
-:class:`MemoryStatsUnavailableError` (a ``RuntimeError``): torch keeps no allocator statistics
+:class:`MemoryStatsUnavailableError` (a ``DevcapsError`` and a ``RuntimeError``): torch keeps no allocator statistics
 for host memory, and a made-up 0 would let memory tests pass vacuously. Require the
 ``runtime.memory_stats`` capability in tests that read them.
 
@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Union
 
+from pytest_devcaps.errors import DeviceRuntimeError
+
 if TYPE_CHECKING:
     import torch
 
@@ -38,7 +40,7 @@ __all__ = [
 ]
 
 
-class MemoryStatsUnavailableError(RuntimeError):
+class MemoryStatsUnavailableError(DeviceRuntimeError):
     """The device keeps no allocator statistics (the CPU, or a backend without them)."""
 
 
@@ -108,7 +110,7 @@ def synchronize(device: Device) -> None:
         return
     function = _function(dev, "synchronize")
     if function is None:
-        raise RuntimeError(f"torch has no synchronize for device type {dev.type!r}")
+        raise DeviceRuntimeError(f"torch has no synchronize for device type {dev.type!r}")
     _call_with_index(function, dev)
 
 
@@ -195,7 +197,7 @@ def set_device(device: Device) -> None:
         return
     setter = _function(dev, "set_device", accelerator_name="set_device_index")
     if setter is None:
-        raise RuntimeError(f"torch has no set_device for device type {dev.type!r}")
+        raise DeviceRuntimeError(f"torch has no set_device for device type {dev.type!r}")
     setter(dev.index)
 
 

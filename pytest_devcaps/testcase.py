@@ -14,6 +14,13 @@ functions (``markers.evaluate``) for a TestCase, so the skip reason is the text 
 The test's device: its class's ``device_type`` (PyTorch's generated classes, or one set on a
 TestCase), else the registry's primary device (the first accelerator, else the CPU). While the
 pytest plugin runs a test, :data:`PYTEST_TEST` holds it and everything here defers to pytest.
+
+The ``PYTEST_DEVCAPS_*`` variables are read and checked by the session's own parser
+(:func:`pytest_devcaps.session.options.environment_settings`), so a value pytest refuses is an
+error of every test here too (the run is not OK). Honoured: ``HARDWARE`` (other classes skip),
+``DEVICES`` / ``EXCEPT`` (a class for a device type left out skips), ``REQUIRE`` (a skip for a
+required capability is an error), ``OVERRIDES`` and ``PROBE_TIMEOUT`` (the registry is built
+with them). Refused: ``PROFILE`` (planning is pytest's).
 """
 
 from __future__ import annotations
@@ -29,9 +36,17 @@ import pytest
 
 from pytest_devcaps.marks import classification
 from pytest_devcaps.marks import evaluation as markers
-from pytest_devcaps.errors import DevcapsError
+from pytest_devcaps.errors import ConfigError, DevcapsError
 from pytest_devcaps.marks.expectations import Condition, parse_condition
-from pytest_devcaps.session.options import ENV_HARDWARE, hardware_names
+from pytest_devcaps.session.options import (
+    ENV_DEVICES,
+    ENV_EXCEPT,
+    ENV_HARDWARE,
+    EnvironmentSettings,
+    Setting,
+    check_device_types,
+    environment_settings,
+)
 from pytest_devcaps.pytorch_compat import class_device_key
 from pytest_devcaps._util.current_test import PYTEST_TEST
 from pytest_devcaps.marks.tolerances import Tolerances, parse_tolerance
@@ -48,10 +63,30 @@ else:
     _Base = object
 
 
-def _registry() -> CapabilityRegistry:
+def _registry(env: EnvironmentSettings | None = None) -> CapabilityRegistry:
+    """The default registry; outside pytest, with ``PYTEST_DEVCAPS_OVERRIDES`` or
+    ``PYTEST_DEVCAPS_PROBE_TIMEOUT`` set, one built with them (installed as the default, so
+    library code in the process agrees)."""
     from pytest_devcaps.library import default_registry
 
-    return default_registry()
+    if env is None or PYTEST_TEST.get() is not None:
+        return default_registry()
+    if not env.overrides.value and env.probe_timeout.value is None:
+        return default_registry()
+    return _env_registry(tuple(str(p) for p in env.overrides.value), env.probe_timeout.value)
+
+
+@functools.lru_cache(maxsize=4)
+def _env_registry(overrides: tuple[str, ...], timeout: float | None) -> CapabilityRegistry:
+    from pytest_devcaps.library import install_default_registry
+    from pytest_devcaps.registry import RegistryOptions, build_registry
+    from pytest_devcaps._util.durations import DEFAULT_PROBE_TIMEOUT
+
+    options = RegistryOptions(overrides=overrides, probe_timeout=(
+        DEFAULT_PROBE_TIMEOUT if timeout is None else timeout))
+    registry = build_registry(options)
+    install_default_registry(registry)
+    return registry
 
 
 def _module_marks(obj: Any) -> list[pytest.Mark]:
@@ -92,33 +127,80 @@ class Verdict:
     identity: DeviceIdentity | None
 
 
-def _hardware_skip(marks: list[pytest.Mark], cls: type | None, registry: CapabilityRegistry) -> str | None:
-    wanted = os.environ.get(ENV_HARDWARE, "")
-    if not wanted.strip():
+def _hardware_skip(marks: list[pytest.Mark], cls: type | None, registry: CapabilityRegistry,
+                   hardware: Setting) -> str | None:
+    if not hardware.value:
         return None
-    source = f"{ENV_HARDWARE} environment variable"
-    selection = classification.parse_selection(hardware_names(wanted), source, lambda: registry)
+    selection = classification.parse_selection(hardware.value, hardware.source, lambda: registry)
     found = classification.classify(marks, cls, lambda: registry)
     if found.value in selection:
         return None
+    wanted = os.environ.get(ENV_HARDWARE, ",".join(hardware.value))
     return f"hardware class {found.value} ({found.how}) not selected ({ENV_HARDWARE}={wanted})"
+
+
+def _device_skip(test: Any, device: str, registry: CapabilityRegistry,
+                 env: EnvironmentSettings) -> str | None:
+    """``PYTEST_DEVCAPS_DEVICES`` / ``_EXCEPT`` for a class made for one device type (as pytest
+    leaves such a type out of the ``device`` parameters); names checked as pytest checks them."""
+    if not (env.devices.value or env.except_.value):
+        return None
+    check_device_types(env.devices, env.except_, registry.device_types())
+    if test is None or class_device_key(type(test), registry) is None:
+        return None
+    kind = device.partition(":")[0]
+    if env.devices.value and kind not in env.devices.value:
+        return f"device type {kind} not selected ({ENV_DEVICES}={','.join(env.devices.value)})"
+    if kind in env.except_.value:
+        return f"device type {kind} left out ({ENV_EXCEPT}={','.join(env.except_.value)})"
+    return None
+
+
+def _refuse_unhonourable(env: EnvironmentSettings, registry: CapabilityRegistry) -> None:
+    """What pytest checks when the session starts: required names against the catalogue; a
+    profile, which plans instead of running, cannot be honoured here."""
+    if env.require.value:
+        from pytest_devcaps.session.require import check_required
+
+        check_required(env.require, registry.catalogue)
+    if env.profile.value:
+        raise ConfigError(f"{env.profile.value!r}: planning against a device profile is pytest's "
+                          "(pytest --devcaps-profile); under unittest the tests would run on this "
+                          "machine instead. Unset it", file=env.profile.source)
+
+
+def _required_error(evaluation: Any, registry: CapabilityRegistry, require: Setting) -> None:
+    """``PYTEST_DEVCAPS_REQUIRE``: a skip for a required capability is an error, in pytest's
+    words (:mod:`pytest_devcaps.session.require`)."""
+    if not require.value:
+        return
+    catalogue = registry.catalogue
+    wanted = {catalogue.check_name(name).name for name in require.value}
+    named = {name for item in evaluation.missing for name in item.capabilities} & wanted
+    if named:
+        raise DevcapsError(f"{', '.join(sorted(named))} required on this runner "
+                           f"({require.source}) but: {evaluation.reason}")
 
 
 def verdict(function: Any, test: Any) -> Verdict:
     """Evaluate the devcaps marks of ``function`` (a method of ``test``'s class, or a function)."""
     from pytest_devcaps.runtime import free_memory
 
-    registry = _registry()
+    env = environment_settings()  # ConfigError: every test errors, as pytest would not start
+    registry = _registry(env)
+    _refuse_unhonourable(env, registry)
     cls = type(test) if test is not None else None
     marks = marks_of(function, cls)
     markers.validate_marks(marks, registry)
-    skip = _hardware_skip(marks, cls, registry)
+    device = device_of(test, registry)
+    skip = _hardware_skip(marks, cls, registry, env.hardware) or _device_skip(
+        test, device, registry, env)
     if skip is not None:
         return Verdict(skip, None, None)
-    device = device_of(test, registry)
     evaluation = markers.evaluate(marks, registry, device,
                                   free_memory=lambda identity: free_memory(identity.key))
     if evaluation.skip:
+        _required_error(evaluation, registry, env.require)
         return Verdict(evaluation.reason, None, None)
     identity = registry.identity(device)
     facts = _facts(registry)

@@ -127,7 +127,7 @@ def test_settings_and_override_keys_take_the_capabilitys_own_name(tmp_path: Path
     from pytest_devcaps.model import Level
 
     with pytest.raises(ConfigError, match="'dtype.fp8' is an alias of 'mm.scaled'; use the "
-                                          "capability's own name 'mm.scaled' here"):
+                                          "capability name 'mm.scaled'"):
         build_registry(RegistryOptions(profile="nvidia-h100",
                                        settings=(CapabilitySetting("dtype.fp8", Level.NATIVE),)))
     override = tmp_path / "ov.yaml"

@@ -114,7 +114,7 @@ def test_unknown_from_an_implication_or_a_setting_says_where_to_look() -> None:
     explained = _explain_all(registry, options)
     streams = "\n".join(explained["runtime.streams"])
     assert "final: unknown (source implies)" in streams
-    assert "decide that first (devcaps probe --explain runtime.events)" in streams
+    assert "decide runtime.events first (devcaps probe --explain runtime.events)" in streams
     assert "cli set it to unknown: change that setting" in "\n".join(explained["runtime.events"])
 
 

@@ -8,6 +8,7 @@ import socket
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -207,3 +208,76 @@ def test_the_early_refusal_and_the_write_agree(tmp_path: Path) -> None:
     assert replace_refusal(tmp_path / "file.json" / "x.json") == (
         f"{str(tmp_path / 'file.json')!r} is not a directory, so "
         f"{str(tmp_path / 'file.json' / 'x.json')!r} cannot be written")
+
+
+# --- modes: reports follow the umask, caches stay private --------------------------------------
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX modes")
+@pytest.mark.parametrize(("umask", "public"), [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600),
+                                               (0o000, 0o666)])
+def test_writes_follow_the_umask_unless_private(tmp_path: Path, umask: int, public: int) -> None:
+    old = os.umask(umask)
+    try:
+        write_atomic(tmp_path / "report.json", "{}")
+        write_atomic(tmp_path / "private" / "cache.json", "{}", private=True)
+        write_atomic(tmp_path / "report.json", "{}")  # a replacement gets the mode again
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "report.json").stat().st_mode) == public
+    assert stat.S_IMODE((tmp_path / "private" / "cache.json").stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "private").stat().st_mode) == 0o700
+
+
+# --- SIGKILL with a named temporary file (where unnamed files cannot be linked: gVisor) --------
+
+_KILLED_NAMED = """
+import os, sys, time
+from pathlib import Path
+from pytest_devcaps._util import files
+
+files._unnamed_links[0] = False  # as where linking an unnamed file fails
+real_replace = files.os.replace
+
+def stall(*args, **kwargs):  # the temporary file is complete and named: die here
+    print("writing", flush=True)
+    time.sleep(60)
+
+files.os.replace = stall
+files.write_atomic_bytes(Path(sys.argv[1]), b"new" * 100000)
+"""
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGKILL")
+def test_a_temporary_file_left_by_sigkill_is_removed_by_the_next_write(tmp_path: Path) -> None:
+    target = tmp_path / "report.json"
+    target.write_bytes(b"old")
+    (tmp_path / "report.json.tmp").write_bytes(b"not ours: another tool's name")
+    (tmp_path / ".other.json.00000000-1-ab.tmp").write_bytes(b"another target's")
+    child = subprocess.Popen([sys.executable, "-c", _KILLED_NAMED, str(target)],
+                             stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None and child.stdout.readline() == "writing\n"
+    child.kill()
+    child.wait()
+    child.stdout.close()
+    (left,) = tmp_path.glob(".report.json.*.tmp")
+    assert f"-{child.pid}-" in left.name and left.stat().st_size == 300000
+    assert target.read_bytes() == b"old"  # never partial: the rename had not happened
+    write_atomic(target, "new")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".other.json.00000000-1-ab.tmp", "report.json", "report.json.tmp"]
+    assert target.read_text() == "new"
+
+
+@pytest.mark.skipif(os.name != "posix", reason="pids")
+def test_a_live_writers_temporary_file_is_kept_until_it_is_old(tmp_path: Path) -> None:
+    from pytest_devcaps._util import files
+
+    target = tmp_path / "r.json"
+    live = tmp_path / f".r.json.{files._HOST}-{os.getppid()}-00.tmp"  # a writer still running
+    foreign = tmp_path / f".r.json.ffffffff-{2**22 + 7}-00.tmp"  # another host's: pid unknown
+    for path in (live, foreign):
+        path.write_bytes(b"partial")
+    assert files.remove_stale_temporaries(target) == []
+    later = time.time() + files.STALE_TEMP_S + 1
+    assert sorted(files.remove_stale_temporaries(target, now=later)) == sorted(
+        [live.name, foreign.name])

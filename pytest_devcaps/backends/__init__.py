@@ -30,9 +30,12 @@ def builtin_backends() -> list[BackendAdapter]:
 def discover_devices(adapters: Iterable[BackendAdapter]) -> list[DeviceIdentity]:
     """The cpu first, then every available adapter's devices.
 
+    The generic PrivateUse1 adapter comes last: a vendor's own adapter for its renamed
+    PrivateUse1 type (with its facts and visible-devices variable) claims those devices first.
     An adapter that raises is skipped with a warning: discovery never fails.
     """
-    ordered = sorted(adapters, key=lambda adapter: _safe_type(adapter) != "cpu")
+    ordered = sorted(adapters, key=lambda adapter: (_safe_type(adapter) != "cpu",
+                                                    isinstance(adapter, PrivateUse1Adapter)))
     devices: list[DeviceIdentity] = []
     seen: set[str] = set()
     for adapter in ordered:

@@ -9,6 +9,7 @@ import sys
 from typing import Any, Mapping
 
 from pytest_devcaps.backends.base import PLATFORM_FACT, TorchDeviceAdapter, torch_version
+from pytest_devcaps.errors import BackendInstallError
 from pytest_devcaps.model import DeviceIdentity, Fact
 
 
@@ -28,14 +29,20 @@ def gaudi_arch(name: str) -> tuple[str, int | None]:
 
 
 def _hpu_module() -> Any | None:
-    """``torch.hpu``, importing habana_frameworks lazily; None when it is not installed."""
+    """``torch.hpu``, importing habana_frameworks lazily; None when it is not installed.
+
+    Installed but failing to import is a broken install, not an absent device: it raises
+    :class:`BackendInstallError` naming the error, which discovery turns into a warning.
+    """
     if importlib.util.find_spec("habana_frameworks") is None:
         return None
     try:
         importlib.import_module("habana_frameworks.torch")
         import torch
-    except Exception:
-        return None
+    except Exception as exc:
+        raise BackendInstallError(f"habana_frameworks is installed, but importing "
+                                  f"habana_frameworks.torch raised {type(exc).__name__}: "
+                                  f"{exc}") from None
     return getattr(torch, "hpu", None)
 
 

@@ -6,6 +6,7 @@ import sys
 from typing import Any, Mapping
 
 from pytest_devcaps.backends.base import PLATFORM_FACT, torch_version
+from pytest_devcaps.errors import BackendInstallError
 from pytest_devcaps.model import DeviceIdentity, Fact
 
 _UNRENAMED = "privateuseone"
@@ -27,14 +28,20 @@ class PrivateUse1Adapter:
         return f"<PrivateUse1Adapter type={self.type!r}>"
 
     def _module(self) -> Any | None:
+        """The renamed backend's device module; None while PrivateUse1 is not renamed. Renamed
+        without a working module is a broken install: :class:`BackendInstallError`, naming the
+        error, which discovery turns into a warning."""
         import torch
 
-        if self.type == _UNRENAMED:
+        kind = self.type
+        if kind == _UNRENAMED:
             return None
         try:
-            return torch.get_device_module(self.type)
-        except Exception:
-            return None
+            return torch.get_device_module(kind)
+        except Exception as exc:
+            raise BackendInstallError(f"PrivateUse1 is renamed {kind!r}, but "
+                                      f"torch.get_device_module({kind!r}) raised "
+                                      f"{type(exc).__name__}: {exc}") from None
 
     def is_available(self) -> bool:
         module = self._module()

@@ -14,8 +14,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from pytest_devcaps.config.catalogue import ANY_VENDOR, first_matching_rule, format_fact
-from pytest_devcaps.model import UNANSWERED_SOURCE, CapabilityRecord, DeviceIdentity, Level
-from pytest_devcaps.registry.layers import RULE_SOURCE, ImpliesLayer
+from pytest_devcaps.model import (
+    IMPLIES_SOURCE,
+    PROBE_SOURCE,
+    RULE_SOURCE,
+    UNANSWERED_SOURCE,
+    CapabilityRecord,
+    DeviceIdentity,
+    Level,
+)
 
 if TYPE_CHECKING:
     from pytest_devcaps.config.catalogue import Catalogue, VendorRule
@@ -113,10 +120,10 @@ def decision_lines(catalogue: Catalogue, identity: DeviceIdentity, record: Capab
     """For an ``unknown`` answer: exactly what would decide it."""
     capability = record.capability
     ways: list[str] = []
-    if record.source == ImpliesLayer.SOURCE:  # "needs <capability>, which is ..."
-        needed = record.reason.split(",", 1)[0].removeprefix("needs ")
-        ways.append(f"{record.reason}: decide that first (devcaps probe --explain {needed})")
-    elif record.source == "probe":
+    if record.source == IMPLIES_SOURCE and record.needs is not None:
+        ways.append(f"{record.reason}: decide {record.needs} first "
+                    f"(devcaps probe --explain {record.needs})")
+    elif record.source == PROBE_SOURCE:
         ways.append(f"the probe could not tell ({record.reason}); rerun it with --reprobe or a "
                     "longer --probe-timeout")
     elif record.source == RULE_SOURCE:

@@ -80,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="only these suites (kernels, fsdp, dynamo); repeatable")
     check.add_argument("pytest_args", nargs="*", help="extra pytest arguments, after --")
     _add_report_parser(commands)
+    from pytest_devcaps.emu.command import add_parser as add_emu_parser
+
+    add_emu_parser(commands)
     return parser
 
 
@@ -154,6 +157,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return command_profiles(args)
         if args.command == "lint":
             return command_lint(args)
+        if args.command == "emu":
+            from pytest_devcaps.emu.command import command_emu
+
+            return command_emu(args)
         if args.command == "report":
             from pytest_devcaps.commands.report import command_report
 

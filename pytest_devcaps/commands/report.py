@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import stat
 import sys
 from importlib import resources
 from pathlib import Path
 from typing import Any, Sequence
 
+from pytest_devcaps.errors import UnsafeFileError
+from pytest_devcaps._util.files import write_atomic
 from pytest_devcaps.report.formats import FORMATS, ReportError
 from pytest_devcaps.report.html import render
 from pytest_devcaps.report.fleet import merge
-from pytest_devcaps.report.sources import load_source, parse_argument
+from pytest_devcaps.report.sources import load_source, parse_argument, read_json
+from pytest_devcaps.report.validate import SchemaMismatch, validate
 
 SCHEMA_FILE = "devcaps-report.schema.json"
 
@@ -28,37 +33,66 @@ def merged(arguments: Sequence[str]) -> dict[str, Any]:
 
 
 def fleet_of(arguments: Sequence[str]) -> dict[str, Any]:
-    """One fleet file as it is, or the merge of report files."""
+    """One fleet file, checked against the schema, or the merge of report files."""
     if len(arguments) == 1 and Path(arguments[0]).is_file():
-        try:
-            document = json.loads(Path(arguments[0]).read_text("utf-8"))
-        except (ValueError, OSError):
-            document = None  # load_source names the problem
+        document = read_json(arguments[0])
         if isinstance(document, dict) and document.get("kind") == "fleet":
-            version = document.get("format")
-            if not isinstance(version, int) or not 1 <= version <= FORMATS["fleet"]:
-                raise ReportError(f"fleet report format {version!r}: this pytest-devcaps reads "
-                                  f"formats 1 to {FORMATS['fleet']}", file=arguments[0],
-                                  key="format")
-            return document
+            return checked_fleet(document, arguments[0])
     return merged(arguments)
 
 
-def _write(output: str, text: str) -> None:
-    if output == "-":
-        sys.stdout.write(text)
-        return
-    from pytest_devcaps._util.files import write_atomic
+def checked_fleet(document: dict[str, Any], path: str) -> dict[str, Any]:
+    """``document`` if it is a fleet of the current format matching the schema's ``fleet``;
+    a :class:`ReportError` naming the key that does not, otherwise: a page is only made from a
+    document the merge could have written."""
+    version = document.get("format")
+    if version != FORMATS["fleet"]:
+        if isinstance(version, int) and not isinstance(version, bool) and 1 <= version:
+            why = ("is newer than this pytest-devcaps reads" if version > FORMATS["fleet"] else
+                   "does not record exit statuses or ranks, so a failed run could look green; "
+                   "merge its reports again")
+        else:
+            why = "is not a fleet format"
+        raise ReportError(f"fleet report format {version!r} {why} (this pytest-devcaps reads "
+                          f"format {FORMATS['fleet']})", file=path, key="format")
+    try:
+        validate(document, json.loads(schema_text()), "fleet")
+    except SchemaMismatch as error:
+        raise ReportError(f"not a fleet report this pytest-devcaps wrote: {error}", file=path,
+                          key=error.where or None) from None
+    return document
 
-    write_atomic(Path(output), text)
+
+def _write(output: str, text: str) -> None:
+    """``text`` to ``output`` (``-``: standard output; a character device such as /dev/null
+    is written as a stream, everything else replaced atomically); a :class:`ReportError` for
+    any failure (read-only, a path under a file, a full disk)."""
+    try:
+        if output == "-":
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        elif os.path.exists(output) and stat.S_ISCHR(os.stat(output).st_mode):
+            with open(output, "w", encoding="utf-8") as stream:
+                stream.write(text)
+        else:
+            write_atomic(Path(output), text)
+    except OSError as error:
+        raise ReportError(f"cannot write: {error.strerror or error}", file=output) from None
+    except UnsafeFileError as error:
+        raise ReportError(f"cannot write: {error.reason}", file=output) from None
 
 
 def _tell(fleet: dict[str, Any]) -> None:
-    """The summary, conflicts and disagreements on stderr: nothing merged silently."""
+    """The summary, problems, conflicts and disagreements on stderr: nothing merged silently."""
     s = fleet["summary"]
-    print(f"devcaps report: {s['reports']} report(s), {s['hosts']} host(s), {s['devices']} "
-          f"device(s), {s['failing_tests']} failing test(s), {s['duplicate_tests']} duplicate "
-          f"test result(s) merged", file=sys.stderr)
+    verdict = "passed" if fleet["passed"] else "FAILED"
+    print(f"devcaps report: {verdict}: {s['reports']} report(s), {s['hosts']} host(s), "
+          f"{s['devices']} device(s), {s['failing_tests']} failing test(s), "
+          f"{s['failed_reports']} failed report(s), {s['missing_ranks']} missing and "
+          f"{s['repeated_ranks']} repeated rank(s), {s['duplicate_tests']} duplicate test "
+          f"result(s) merged", file=sys.stderr)
+    for problem in fleet["problems"]:
+        print(f"devcaps report: FAILED: {problem}", file=sys.stderr)
     for conflict in fleet["conflicts"]:
         print(f"devcaps report: conflict: {conflict['capability']} on {conflict['device']}: "
               f"{' vs '.join(conflict['levels'])}", file=sys.stderr)
@@ -69,8 +103,10 @@ def _tell(fleet: dict[str, Any]) -> None:
 
 
 def command_report(args: argparse.Namespace) -> int:
+    """0 when the fleet passed, 1 when a test failed, a report failed or a rank is missing or
+    repeated (2, from the CLI, for a report or output it cannot read or write)."""
     if args.report_command == "schema":
-        sys.stdout.write(schema_text())
+        _write("-", schema_text())
         return 0
     if args.report_command == "merge":
         fleet = merged(args.reports)
@@ -79,4 +115,4 @@ def command_report(args: argparse.Namespace) -> int:
         fleet = fleet_of(args.reports)
         _write(args.output, render(fleet))
     _tell(fleet)
-    return 0
+    return 0 if fleet["passed"] else 1

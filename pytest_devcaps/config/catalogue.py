@@ -176,8 +176,9 @@ class Catalogue:
         return name in self.capabilities
 
     def check_name(self, name: str) -> CapabilitySpec:
-        """The spec of ``name`` or of the capability it is an alias of; raises
-        UnknownCapabilityError with the closest valid name (aliases included)."""
+        """The spec of ``name`` or of the capability it is an alias of (a name that *asks*, see
+        :data:`ALIAS_POLICY`); raises UnknownCapabilityError with the closest valid name
+        (aliases included)."""
         spec = self.capabilities.get(name) if isinstance(name, str) else None
         if spec is not None:  # a declared name (never an alias: _check_aliases): no alias table
             return spec       # to build, which every marker and record lookup would pay for
@@ -185,6 +186,21 @@ class Catalogue:
             return self.capabilities[self.aliases().get(name, name)]
         except (KeyError, TypeError):
             raise UnknownCapabilityError(str(name), [*self.capabilities, *self.aliases()]) from None
+
+    def resolve(self, name: str) -> str | None:
+        """The capability ``name`` asks for (an alias resolved), None for an unknown name."""
+        if not isinstance(name, str):
+            return None
+        if name in self.capabilities:
+            return name
+        return self.aliases().get(name)
+
+    def check_key(self, name: str, *, file: str | None = None, key: str | None = None) -> str:
+        """``name`` as a name that *sets* an answer (see :data:`ALIAS_POLICY`): a declared
+        capability; an alias or unknown name is a ConfigError saying which capability to use."""
+        if isinstance(name, str) and name in self.capabilities:
+            return name
+        raise ConfigError(alias_or_unknown(str(name), self.capabilities), file=file, key=key)
 
     def aliases(self) -> Mapping[str, str]:
         """Every alias and the capability it resolves to (``dtype.fp8`` -> ``mm.scaled``)."""
@@ -262,8 +278,7 @@ class Catalogue:
         for vendor, capability, rule in triples:
             where = Where("<hook>", None, f"vendors.{vendor}.{capability}")
             if capability not in capabilities:
-                raise where.error(f"rule for unknown capability {capability!r}"
-                                  f"{did_you_mean(capability, capabilities)}")
+                raise where.error(f"rule for {alias_or_unknown(capability, capabilities)}")
             added.setdefault((vendor, capability), []).append(rule)
         for (vendor, capability), new_rules in added.items():
             by_cap = merged.setdefault(vendor, {})
@@ -378,13 +393,23 @@ def capability_key(name: Any, where: Where, known: Mapping[str, Any]) -> str:
     return str(name)
 
 
+ALIAS_POLICY = """\
+A name that asks about a capability accepts an alias (PyTorch's name for it): markers, \
+--devcaps-require, registry queries, devcaps probe --explain. A name that sets or defines an \
+answer takes the capability's own name, and an alias there is refused naming it: \
+--devcaps-set, override and profile keys, vendor rules, implies, hook records and probes."""
+"""The one alias rule; :meth:`Catalogue.check_name` / :meth:`Catalogue.resolve` ask,
+:meth:`Catalogue.check_key` / :func:`capability_key` / :func:`alias_or_unknown` set."""
+
+
 def alias_or_unknown(name: str, known: Mapping[str, Any]) -> str:
-    """Why ``name`` is not a capability: an alias of one (say which), or unknown (closest name)."""
+    """Why ``name`` cannot set an answer: an alias of a capability (``use the capability name
+    X``), or unknown (the message of :class:`UnknownCapabilityError`, closest name)."""
     owner = next((spec.name for spec in known.values()
                   if name in getattr(spec, "aliases", ())), None)
     if owner is not None:
-        return f"{name!r} is an alias of {owner!r}; use the capability's own name {owner!r} here"
-    return f"unknown capability {name!r}{did_you_mean(name, known)}"
+        return f"{name!r} is an alias of {owner!r}; use the capability name {owner!r}"
+    return str(UnknownCapabilityError(name, known))
 
 
 def _parse_capability(name: Any, body: Any, where: Where) -> CapabilitySpec:
@@ -469,8 +494,7 @@ def _check_implies(name: str, implies: Sequence[str], known: Mapping[str, Any],
         if target == name:
             raise where.error(f"{name!r} cannot imply itself")
         if target not in known:
-            raise where.error(f"implies unknown capability {target!r}"
-                              f"{did_you_mean(target, known)}")
+            raise where.error(f"implies {alias_or_unknown(target, known)}")
 
 
 def _parse_rules(rules_body: Any, where: Where, facts: FactVocabulary, *,
@@ -626,7 +650,8 @@ def _parsed_with_disk_cache(path: Path) -> Catalogue:
     catalogue = parse_catalogue(document, str(path), raw, require_sources=True)
     try:
         write_atomic(cached, json.dumps({"format": _CACHE_FORMAT,
-                                         "document": document_to_plain(document)}))
+                                         "document": document_to_plain(document)}),
+                     private=True)
     except (OSError, DevcapsError, TypeError, ValueError):
         pass  # a read-only cache directory only costs the next session a parse
     return catalogue

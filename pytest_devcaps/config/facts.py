@@ -17,7 +17,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from pytest_devcaps.errors import ConfigError, closest
+from pytest_devcaps.errors import ConfigError, closest, suggestion
 from pytest_devcaps.model import IDENTITY_FACTS, Fact
 
 
@@ -33,9 +33,10 @@ class FactVocabulary:
     def names(self) -> list[str]:
         return sorted(self.facts)
 
-    @property
+    @functools.cached_property
     def versions(self) -> frozenset[str]:
-        """The facts whose values compare as versions (``cuda_version``, ``torch_version``...)."""
+        """The facts whose values compare as versions (``cuda_version``, ``torch_version``...);
+        worked out once (a profile asks for every fact of every device)."""
         return frozenset(name for name, fact in self.facts.items() if fact.version)
 
     def suggestion(self, name: str) -> str | None:
@@ -52,9 +53,7 @@ class FactVocabulary:
 
     def unknown(self, name: str) -> str:
         """The message for an unknown fact name: the suggestion, then every valid name."""
-        match = self.suggestion(name)
-        hint = f" (did you mean {match!r}?)" if match else ""
-        return (f"unknown device fact {name!r}{hint}; device facts are: "
+        return (f"unknown device fact {name!r}{suggestion(self.suggestion(name))}; device facts are: "
                 f"{', '.join(self.names())}")
 
     def digest(self) -> str:

@@ -46,6 +46,7 @@ from pytest_devcaps.config.yamlsource import (
     expect_str,
     items,
     line_of,
+    no_cyclic_gc,
     check_version_values,
     read_yaml_file,
 )
@@ -212,4 +213,5 @@ def load_profile(name_or_path: str | Path, catalogue: Catalogue,
                 key="profile")
         path = _profiles_dir() / f"{name_or_path}.yaml"
     document, source, _ = read_yaml_file(path)
-    return parse_profile(document, source, catalogue, facts)
+    with no_cyclic_gc():  # linear in the devices: see no_cyclic_gc
+        return parse_profile(document, source, catalogue, facts)

@@ -12,16 +12,16 @@ Each rank is a fresh interpreter (never fork) joined through a FileStore in a pr
 directory; a rank that raises, crashes or hangs fails the test with every rank's traceback.
 Worlds are kept for the session and reused by the next call with the same world size and rank
 environment (each call gets a fresh process group); one that failed is closed, never reused;
-``DEVCAPS_DIST_REUSE=0`` starts a fresh world for every call.
+``PYTEST_DEVCAPS_DIST_REUSE=0`` starts a fresh world for every call.
 Under torchrun (``RANK``/``WORLD_SIZE`` set) the body runs in-process on each rank instead.
-Timeouts: ``DEVCAPS_DIST_TIMEOUT`` (watchdog, default 240 s) and ``DEVCAPS_DIST_PG_TIMEOUT``
+Timeouts: ``PYTEST_DEVCAPS_DIST_TIMEOUT`` (watchdog, default 240 s) and ``PYTEST_DEVCAPS_DIST_PG_TIMEOUT``
 (process-group collectives, default 60 s, at most 80 % of the watchdog). On accelerators rank r
 uses device ``r mod count``; a world larger than the device count skips unless
-``DEVCAPS_DIST_SHARE_DEVICES=1`` (for backends that let ranks share a device).
+``PYTEST_DEVCAPS_DIST_SHARE_DEVICES=1`` (for backends that let ranks share a device).
 
 The names below are imported on first use: a spawned rank imports ``_worker`` from this package
-and must install its stack-dump handlers before anything imports torch, and the plugin registers
-``distributed.fixture`` in every session, which must not import torch either.
+and must install its stack-dump handlers before anything imports torch, and the plugin's
+``distributed`` fixture imports ``distributed.fixture`` only when a test requests it.
 """
 
 from __future__ import annotations

@@ -8,7 +8,9 @@ on the rank's stdin; per task the rank sends its output and stacks to that direc
 fresh process group there, runs the function, writes its outcome, leaves the group, puts back
 the process state a body may change, and writes the task's name to ``rank<r>.done`` in the
 world's directory (ready for the next task). A failed task ends the rank
-(its world is not reused); so do end of input and the parent's death.
+(its world is not reused); so do end of input and the parent's death. On Linux the rank runs
+under a guardian (:mod:`pytest_devcaps._util.guardian`) that kills it and everything it started
+(``setsid`` descendants too) when pytest dies, SIGKILL included, or when the world stops it.
 """
 
 from __future__ import annotations
@@ -144,8 +146,10 @@ def _run(task: Any, rank: int, task_dir: str) -> Any:
     try:
         payload = pickle.dumps(value)
     except Exception as exc:
-        raise TypeError(f"rank {rank}: the return value of {task.function} cannot be pickled "
-                        f"back to the parent: {exc}") from exc
+        from pytest_devcaps.errors import DevcapsTypeError
+
+        raise DevcapsTypeError(f"rank {rank}: the return value of {task.function} cannot be "
+                               f"pickled back to the parent: {exc}") from exc
     return RankOutcome(rank=rank, status="ok", value=payload)
 
 
@@ -201,23 +205,29 @@ def serve_task(task_dir: str, rank: int, state: _ProcessState, world_dir: str) -
         except BaseException as exc:  # noqa: BLE001 - every failure must reach the parent
             outcome = RankOutcome.from_exception(rank, exc)
         # atomic: the parent never reads half of one
-        write_atomic_bytes(Path(task_dir) / OUTCOME_FILE.format(rank=rank), pickle.dumps(outcome))
+        write_atomic_bytes(Path(task_dir) / OUTCOME_FILE.format(rank=rank), pickle.dumps(outcome),
+                           private=True)
         _leave_process_group(wait_for_peers=outcome.status != "error")
         if outcome.status == "error":
             return False
         state.restore()
         # the world's directory: the parent may remove the task's once every outcome is in
         write_atomic_bytes(Path(world_dir) / DONE_FILE.format(rank=rank),
-                           os.path.basename(task_dir).encode())
+                           os.path.basename(task_dir).encode(), private=True)
         return True
     finally:
         output.close()
 
 
 def main(world_dir: str, rank: int, parent_pid: int) -> None:
+    from pytest_devcaps._util.guardian import die_with_parent, guard
+
+    guardian = guard(parent_pid)  # Linux: the guardian stays behind, this goes on as the rank
+    parent = parent_pid if guardian is None else guardian
+    die_with_parent(parent, ORPHAN_EXIT_CODE)  # SIGKILL from the kernel: even holding the GIL
     stacks = _install_faulthandler(os.path.join(world_dir, STACKS_FILE.format(rank=rank)))
     Path(world_dir, READY_FILE.format(rank=rank)).touch()  # SIGUSR1 now dumps instead of killing
-    _exit_when_orphaned(parent_pid)
+    _exit_when_orphaned(parent)
     import torch  # noqa: F401 - once per rank, before the first task
     import torch.distributed  # noqa: F401
 

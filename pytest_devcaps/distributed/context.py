@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import torch
 
+from pytest_devcaps.errors import DeviceRuntimeError
+
 
 @dataclass(frozen=True)
 class RankContext:
@@ -33,5 +35,5 @@ def rank_device(device: torch.device | str, local_rank: int, count: int) -> torc
     if device.type == "cpu":
         return device
     if count < 1:
-        raise RuntimeError(f"no {device.type} device visible to rank {local_rank}")
+        raise DeviceRuntimeError(f"no {device.type} device visible to rank {local_rank}")
     return torch.device(device.type, local_rank % count)

@@ -1,12 +1,9 @@
-"""The ``distributed`` pytest fixture (registered as a plugin module by pytest_devcaps.plugin).
-
-Importing it imports no torch: the plugin registers it in every session.
-"""
+"""What the ``distributed`` fixture (``session/fixtures.py``) makes: the runner of a test,
+with its watchdog inside pytest-timeout's timeout. Imported when a test requests the fixture."""
 
 from __future__ import annotations
 
 import os
-import sys
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -24,16 +21,10 @@ WATCHDOG_SHARE = 0.8
 stacks) arrive before pytest-timeout stops the test."""
 
 
-@pytest.fixture
-def distributed(device: torch.device, dist_backend: str, devcaps: DeviceCapabilities,
+def make_runner(device: torch.device, dist_backend: str, devcaps: DeviceCapabilities,
                 request: pytest.FixtureRequest) -> DistributedRunner:
-    """Run a module-level function on N ranks of the test's device: ``distributed.run(fn, *args,
-    world_size=2)`` returns each rank's return value. Skips when the device has no
-    distributed backend (via ``dist_backend``) or too few devices for the world size;
-    ``DEVCAPS_DIST_SHARE_DEVICES=1`` lets several ranks share one accelerator where the backend
-    allows it. With pytest-timeout active, the rank watchdog fires before its timeout. Worlds
-    are reused between calls (``DEVCAPS_DIST_REUSE=0`` starts a fresh one every time) and
-    closed at the end of the session."""
+    """The ``distributed`` fixture's value (its docstring says what it does): a runner on the
+    test's device, with the rank watchdog inside pytest-timeout's timeout."""
     from pytest_devcaps.distributed.fixture_runner import DistributedRunner
 
     limit = timeout_of(request.node)
@@ -41,14 +32,6 @@ def distributed(device: torch.device, dist_backend: str, devcaps: DeviceCapabili
     return DistributedRunner(device=device, backend=dist_backend,
                              share_devices=settings.share_devices(),
                              device_count=devcaps.identity.count, timeout_s=watchdog)
-
-
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    """The session's worlds end with it (their ranks would otherwise wait until exit). No
-    world was started unless the pool was imported: a session without one imports nothing."""
-    pool = sys.modules.get("pytest_devcaps.distributed.pool")
-    if pool is not None:
-        pool.close_worlds()
 
 
 def timeout_of(item: pytest.Item) -> float | None:

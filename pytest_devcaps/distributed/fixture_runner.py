@@ -39,7 +39,7 @@ class DistributedRunner:
     ``device_count`` is how many devices of the type there are (the fixture passes the
     capability registry's count, discovered without creating a device context); None asks torch.
     ``reuse_worlds`` keeps spawned worlds alive for the next call with the same world size and
-    environment (None: ``DEVCAPS_DIST_REUSE``, default on); a world that failed is never reused.
+    environment (None: ``PYTEST_DEVCAPS_DIST_REUSE``, default on); a world that failed is never reused.
     """
 
     def __init__(self, device: torch.device | str, backend: str, *,

@@ -3,7 +3,7 @@
 :func:`spawn_world` validates the request, takes a live world from the session's pool (or
 starts one: ``world``), runs the task there and turns the outcome into values by rank,
 :class:`DistributedRunError` (every rank's traceback, stacks and output) or
-:class:`AllRanksSkipped`. Worlds are reused between calls unless ``DEVCAPS_DIST_REUSE=0`` or
+:class:`AllRanksSkipped`. Worlds are reused between calls unless ``PYTEST_DEVCAPS_DIST_REUSE=0`` or
 ``WorldOptions(reuse=False)``; a world whose task failed in any way is closed, never reused.
 """
 
@@ -19,6 +19,7 @@ from typing import Any, Callable, Hashable, Mapping, Sequence
 import torch
 
 from pytest_devcaps.distributed import settings
+from pytest_devcaps.errors import DevcapsError, DevcapsTypeError, DevcapsWarning
 from pytest_devcaps.distributed.pool import session_pool
 from pytest_devcaps.distributed.task import FunctionRef, RankOutcome, Task
 from pytest_devcaps.distributed.world import World
@@ -30,15 +31,15 @@ _LAUNCHER_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "
                        "TORCHELASTIC_RUN_ID", "MASTER_PORT")
 
 
-class WorldMemoryWarning(UserWarning):
+class WorldMemoryWarning(DevcapsWarning):
     """A spawned world is likely to need more host memory than the machine has available."""
 
 
-class DistributedRunError(AssertionError):
+class DistributedRunError(DevcapsError, AssertionError):
     """One or more ranks raised, crashed or hung; the message holds every rank's story."""
 
 
-class AllRanksSkipped(Exception):
+class AllRanksSkipped(DevcapsError):
     """Every rank skipped with the same reason (callers turn this into pytest.skip)."""
 
     def __init__(self, reason: str) -> None:
@@ -48,11 +49,11 @@ class AllRanksSkipped(Exception):
 
 @dataclass
 class WorldOptions:
-    """How to run a world: ``timeout_s`` is the watchdog (None: ``DEVCAPS_DIST_TIMEOUT``, default
+    """How to run a world: ``timeout_s`` is the watchdog (None: ``PYTEST_DEVCAPS_DIST_TIMEOUT``, default
     240 s), ``pg_timeout_s`` the process group's collective timeout (None:
-    ``DEVCAPS_DIST_PG_TIMEOUT``, default 60 s), ``env`` adds to (and overrides) the per-rank
+    ``PYTEST_DEVCAPS_DIST_PG_TIMEOUT``, default 60 s), ``env`` adds to (and overrides) the per-rank
     environment, ``reuse`` takes the world from the session's pool and returns it there (None:
-    ``DEVCAPS_DIST_REUSE``, default on), ``keep_run_dir`` leaves the world's directory behind
+    ``PYTEST_DEVCAPS_DIST_REUSE``, default on), ``keep_run_dir`` leaves the world's directory behind
     (never pooled)."""
 
     timeout_s: float | None = None
@@ -118,7 +119,7 @@ def spawn_world(fn: Callable[..., Any], args: Sequence[Any], *, world_size: int,
     try:
         payload = pickle.dumps(tuple(args))
     except Exception as exc:
-        raise TypeError(f"distributed.run: the arguments for {ref} cannot be pickled: {exc}") from exc
+        raise DevcapsTypeError(f"distributed.run: the arguments for {ref} cannot be pickled: {exc}") from exc
     task = Task(function=ref, args=payload, world_size=size, device=str(device),
                 backend=backend, pg_timeout_s=options.effective_pg_timeout(),
                 sys_path=tuple(sys.path), cwd=os.getcwd())

@@ -13,13 +13,13 @@ import os
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from pytest_devcaps.errors import ConfigError, did_you_mean
+from pytest_devcaps.errors import ConfigError, DevcapsError, did_you_mean
 
 PLACEHOLDERS = ("rank", "host", "local_rank", "world_size")
 """What ``--devcaps-json`` may contain in braces: ``report-{host}-{rank}.json``."""
 
 
-class RankUnreachable(RuntimeError):
+class RankUnreachable(DevcapsError, RuntimeError):
     """The launcher's store could not be reached, or a rank did not publish in time."""
 
 
@@ -59,10 +59,16 @@ def host_name() -> str:
     return socket.gethostname()
 
 
-def report_fields(info: LaunchInfo | None) -> dict[str, Any]:
-    """What every JSON report records about where it ran (rank 0 of 1 outside a launcher)."""
+def report_fields(info: LaunchInfo | None, environ: Mapping[str, str] | None = None
+                  ) -> dict[str, Any]:
+    """What every JSON report records about where it ran (rank 0 of 1 outside a launcher);
+    ``run_id`` is torchrun's ``TORCHELASTIC_RUN_ID`` (its rendezvous id, a fresh uuid with
+    ``--standalone``: torch ``torch/distributed/run.py`` ``config_from_args``), which tells
+    the ranks of one launched world from another's."""
+    env = os.environ if environ is None else environ
     return {"rank": info.rank if info else 0, "world_size": info.world_size if info else 1,
-            "local_rank": info.local_rank if info else 0, "host": host_name()}
+            "local_rank": info.local_rank if info else 0, "host": host_name(),
+            "run_id": env.get("TORCHELASTIC_RUN_ID") if info else None}
 
 
 def check_report_path(template: str) -> None:
@@ -81,13 +87,18 @@ def check_report_path(template: str) -> None:
                               + ", ".join(f"{{{p}}}" for p in PLACEHOLDERS), file="--devcaps-json")
 
 
-def report_path(template: str, info: LaunchInfo | None) -> str | None:
-    """``template`` with its placeholders filled, or None where this rank writes no report:
-    every rank writes with ``{rank}`` (or ``{local_rank}``) in the path, the first rank of each
-    host with ``{host}`` alone, rank 0 alone with neither (ranks would overwrite each other)."""
-    if info is not None and info.rank != 0:
-        per_rank = "{rank}" in template or "{local_rank}" in template
-        per_host = "{host}" in template and info.local_rank == 0
-        if not (per_rank or per_host):
-            return None
-    return template.format(**report_fields(info))
+def report_path(template: str, info: LaunchInfo | None) -> str:
+    """``template`` with its placeholders filled. Every rank of a launched world writes its
+    report, so that a rank that died before writing one is known missing (``devcaps report
+    merge``): a path without ``{rank}`` (or ``{local_rank}``) is rank 0's (with ``{host}``
+    alone: the first rank of each host's), and every other rank writes beside it with
+    ``-rank<N>`` before the suffix (``report.json``, ``report-rank1.json``)."""
+    path = template.format(**report_fields(info))
+    if info is None or info.rank == 0 or "{rank}" in template or "{local_rank}" in template:
+        return path
+    if "{host}" in template and info.local_rank == 0:
+        return path
+    head, name = os.path.split(path)
+    stem, dot, suffix = name.rpartition(".")
+    name = f"{stem}-rank{info.rank}.{suffix}" if dot and stem else f"{name}-rank{info.rank}"
+    return os.path.join(head, name)

@@ -15,20 +15,28 @@ from __future__ import annotations
 import itertools
 import os
 import time
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from pytest_devcaps.distributed.ranks import LaunchInfo, RankUnreachable
 
 _SESSIONS = itertools.count()
 """Sessions of one process (pytest.main run twice): every rank counts them alike."""
+POLL_S = 0.05
+"""How often a wait looks at the store: waits poll (``Store.check``) rather than block in
+``Store.wait``, so that a signal (the launcher's SIGTERM when another rank died) is handled
+at once instead of after the timeout."""
 
 
 class RankStore:
     """``publish(name, text)`` for this rank, ``gather(name)`` for every rank's text."""
 
-    def __init__(self, info: LaunchInfo, timeout_s: float) -> None:
+    def __init__(self, info: LaunchInfo, timeout_s: float,
+                 stopped: Callable[[], bool] = lambda: False) -> None:
         self.info = info
         self.timeout_s = timeout_s
+        self.stopped = stopped
+        """True once waiting is pointless (the launcher is stopping this rank): every wait
+        ends at once, as a rank that did not publish."""
         self._store: Any = None
         self._prefix = f"pytest-devcaps/session-{next(_SESSIONS)}/"
 
@@ -61,18 +69,22 @@ class RankStore:
         self._connect().set(f"{name}/{self.info.rank}", text)
 
     def read(self, name: str, rank: int, timeout_s: float | None = None) -> str:
-        """Rank ``rank``'s text under ``name``, waiting for it up to the timeout."""
-        from datetime import timedelta
-
+        """Rank ``rank``'s text under ``name``, waiting for it up to the timeout (or until
+        :attr:`stopped`)."""
         store = self._connect()
         key = f"{name}/{rank}"
+        deadline = time.monotonic() + (self.timeout_s if timeout_s is None else timeout_s)
         try:
-            store.wait([key], timedelta(seconds=self.timeout_s if timeout_s is None else timeout_s))
+            while not store.check([key]):
+                if self.stopped() or time.monotonic() >= deadline:
+                    raise TimeoutError
+                time.sleep(POLL_S)
             return bytes(store.get(key)).decode()
         except Exception:  # noqa: BLE001 - a timeout, or the store went away with its host
-            raise RankUnreachable(f"rank {rank} did not publish {name!r} within "
-                                  f"{self.timeout_s:g} s (it may have died, hung, or run "
-                                  f"another test session)") from None
+            why = "before this rank was stopped" if self.stopped() else \
+                f"within {self.timeout_s:g} s"
+            raise RankUnreachable(f"rank {rank} did not publish {name!r} {why} (it may have "
+                                  f"died, hung, or run another test session)") from None
 
     def gather(self, name: str, ranks: Iterable[int] | None = None) -> dict[int, str | None]:
         """Every rank's (or each of ``ranks``') text under ``name``; None for a rank that never

@@ -2,7 +2,9 @@
 
 Every value is read when a world is about to start (never at import, so a bad variable fails the
 test that needs it, not every session) and a bad one raises :class:`ConfigError` naming the
-variable or argument and what it takes. Standard library only.
+variable or argument and what it takes. The variables are ``PYTEST_DEVCAPS_DIST_*``; their old
+names (``DEVCAPS_DIST_*``) still work with a deprecation warning (:mod:`pytest_devcaps._util.environ`).
+Standard library only.
 """
 
 from __future__ import annotations
@@ -11,11 +13,12 @@ import os
 
 from pytest_devcaps.errors import ConfigError
 from pytest_devcaps._util.durations import parse_seconds
+from pytest_devcaps._util.environ import lookup
 
-TIMEOUT_VARIABLE = "DEVCAPS_DIST_TIMEOUT"
-PG_TIMEOUT_VARIABLE = "DEVCAPS_DIST_PG_TIMEOUT"
-SHARE_VARIABLE = "DEVCAPS_DIST_SHARE_DEVICES"
-REUSE_VARIABLE = "DEVCAPS_DIST_REUSE"
+TIMEOUT_VARIABLE = "PYTEST_DEVCAPS_DIST_TIMEOUT"
+PG_TIMEOUT_VARIABLE = "PYTEST_DEVCAPS_DIST_PG_TIMEOUT"
+SHARE_VARIABLE = "PYTEST_DEVCAPS_DIST_SHARE_DEVICES"
+REUSE_VARIABLE = "PYTEST_DEVCAPS_DIST_REUSE"
 DEFAULT_TIMEOUT_S = 240.0
 DEFAULT_PG_TIMEOUT_S = 60.0
 MAX_SPAWNED_WORLD_SIZE = 1024
@@ -37,42 +40,45 @@ def seconds(value: object, name: str) -> float:
 
 
 def env_seconds(variable: str, default: float) -> float:
-    """A timeout from the environment (``default`` when unset or empty)."""
-    raw = os.environ.get(variable, "").strip()
-    return default if not raw else seconds(raw, variable)
+    """A timeout from the environment (``default`` when unset or empty); an error names the
+    variable that was set (the old name, when that one was)."""
+    found = lookup(variable)
+    if found is None or not found.value.strip():
+        return default
+    return seconds(found.value.strip(), found.variable)
 
 
 def env_flag(variable: str, default: bool) -> bool:
     """A yes/no variable: 1/true/yes/on or 0/false/no/off (case-insensitive); unset: ``default``."""
-    env = os.environ
-    if variable not in env:
+    found = lookup(variable)
+    if found is None:
         return default
-    raw = env[variable].strip().lower()
+    raw = found.value.strip().lower()
     if raw in _TRUE:
         return True
     if raw in _FALSE:
         return False
-    raise ConfigError(f"expected 1/true/yes/on or 0/false/no/off, got {env[variable]!r}",
-                      file=variable)
+    raise ConfigError(f"expected 1/true/yes/on or 0/false/no/off, got {found.value!r}",
+                      file=found.variable)
 
 
 def watchdog_timeout() -> float:
-    """``DEVCAPS_DIST_TIMEOUT``: how long a world may run before its ranks are stopped."""
+    """``PYTEST_DEVCAPS_DIST_TIMEOUT``: how long a world may run before its ranks are stopped."""
     return env_seconds(TIMEOUT_VARIABLE, DEFAULT_TIMEOUT_S)
 
 
 def pg_timeout() -> float:
-    """``DEVCAPS_DIST_PG_TIMEOUT``: the process group's collective timeout."""
+    """``PYTEST_DEVCAPS_DIST_PG_TIMEOUT``: the process group's collective timeout."""
     return env_seconds(PG_TIMEOUT_VARIABLE, DEFAULT_PG_TIMEOUT_S)
 
 
 def share_devices() -> bool:
-    """``DEVCAPS_DIST_SHARE_DEVICES``: several ranks may share one accelerator."""
+    """``PYTEST_DEVCAPS_DIST_SHARE_DEVICES``: several ranks may share one accelerator."""
     return env_flag(SHARE_VARIABLE, False)
 
 
 def reuse_worlds() -> bool:
-    """``DEVCAPS_DIST_REUSE`` (default on): keep worlds alive between ``distributed.run`` calls."""
+    """``PYTEST_DEVCAPS_DIST_REUSE`` (default on): keep worlds alive between ``distributed.run`` calls."""
     return env_flag(REUSE_VARIABLE, True)
 
 

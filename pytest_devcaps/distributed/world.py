@@ -11,7 +11,8 @@ returns every rank's story. A world that failed is closed, never reused.
 
 Nothing outlives the world: :meth:`World.close` kills the ranks and removes the directory, and
 while any world is open a SIGTERM handler does the same before the process dies (ranks also
-leave when their parent disappears).
+leave when their parent disappears: each runs under a guardian that kills the rank and every
+process it started, SIGKILL of pytest included).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from pytest_devcaps.distributed._worker import (
     STACKS_FILE,
 )
 from pytest_devcaps.distributed.task import TASK_FILE, RankOutcome, Task
+from pytest_devcaps._util.guardian import stop_tree
 
 GRACE_S = 2.0
 """How long the other ranks get to report their own error once one rank failed."""
@@ -248,14 +250,9 @@ def _read_outcome(task_dir: Path, rank: int) -> RankOutcome | None:
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
-    if os.name == "posix":
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    if proc.poll() is None:
-        proc.kill()
-    proc.wait()
+    """The rank's guardian kills its whole tree (``setsid`` descendants too), then its process
+    group is killed (:func:`pytest_devcaps._util.guardian.stop_tree`)."""
+    stop_tree(proc)
 
 
 def _exit_description(code: int | None) -> str:

@@ -258,7 +258,7 @@ SIGNATURES: dict[str, Signature] = {
 def validate_marks(marks: Iterable[pytest.Mark], registry: CapabilityRegistry,
                    fixturenames: Collection[str] | None = None) -> None:
     """Raise :class:`MarkerError` naming the marker and argument for anything a mark does not
-    take: unknown capability names, keywords, types or sizes (fails collection). With
+    take: unknown capability names, keywords, types or sizes (the test errors at setup). With
     ``fixturenames`` (for a test's own marks), a mark that parametrizes a fixture the test does
     not request is an error too."""
     context = MarkContext(registry, fixturenames)

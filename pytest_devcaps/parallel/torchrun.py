@@ -3,8 +3,16 @@ reported as one run.
 
 - Each rank's ``device`` is ``LOCAL_RANK`` of its type (``plugin`` selects it, then makes it
   current).
-- Terminal output comes from rank 0; the others are quiet unless ``--devcaps-all-ranks``. Rank 0
-  reports every other rank's failures with the rank's id, and its exit status counts them.
+- Terminal output comes from rank 0; the others are quiet unless ``--devcaps-all-ranks``: their
+  terminal reporter stays registered (pytest-timeout's ``thread`` method and other plugins call
+  ``config.get_terminal_writer()``) but writes nowhere, except what another thread writes while
+  the main thread is stuck (pytest-timeout's dump before it ends the process), which goes to
+  standard error. Rank 0 reports every other rank's failures with the rank's id, and its exit
+  status and JSON report (``peers``) count them, and the ranks that never reported.
+- The launcher stops every rank with SIGTERM when one dies (torch
+  ``torch/distributed/elastic/multiprocessing/api.py`` ``_close``: SIGTERM, 30 s, SIGKILL): a
+  rank turns it into an interrupt (pytest's exit status 2), stops waiting for the others, and
+  still writes its JSON report.
 - Every rank must collect the same tests in the same order (``distributed`` bodies meet in
   collectives): the ranks compare their collected ids when collection finishes, and a mismatch
   is a usage error naming the ids that differ. pytest-randomly gets rank 0's seed on every rank
@@ -19,8 +27,12 @@ from __future__ import annotations
 import atexit
 import hashlib
 import json
+import os
+import signal
+import sys
+import threading
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 import pytest
 
@@ -90,7 +102,39 @@ def pytest_configure(config: pytest.Config) -> None:
     elif not session_state(config).settings.all_ranks:
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
-            config.pluginmanager.unregister(reporter)  # quiet: rank 0 speaks for this rank
+            quiet(config, reporter)  # rank 0 speaks for this rank
+
+
+class QuietStream:
+    """A terminal that discards what the main thread writes and passes on what other threads
+    write (pytest-timeout's ``thread`` method dumps the stacks from its timer thread, then ends
+    the process: the one thing a quiet rank must still say)."""
+
+    def __init__(self, target: TextIO) -> None:
+        self.target = target
+
+    def write(self, text: str) -> int:
+        if threading.current_thread() is not threading.main_thread():
+            self.target.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            self.target.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+
+def quiet(config: pytest.Config, reporter: Any) -> None:
+    """Silence ``reporter`` but keep it registered: ``config.get_terminal_writer()`` returns
+    its writer (pytest ``_pytest/config/__init__.py``), which pytest-timeout 2.x's
+    ``timeout_timer`` calls first; unregistering the reporter made that raise in the timer
+    thread, so the timeout never fired. The writer is made the way pytest makes the
+    reporter's own (``_pytest/terminal.py`` ``TerminalReporter.__init__``)."""
+    from _pytest.config import create_terminal_writer
+
+    reporter._tw = create_terminal_writer(config, QuietStream(sys.stderr))  # type: ignore[arg-type]
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
@@ -158,8 +202,38 @@ class RankSession:
         self.counts: Counter[str] = Counter()
         self.failures: list[dict[str, str]] = []
         self.others: dict[int, dict[str, Any]] = {}
+        self.silent: list[int] = []
         self.problems: list[str] = []
         self.exitstatus = 0
+        self.finishing = False
+        self.terminated = False
+        store.stopped = lambda: self.terminated
+        self._previous_handler: Any = None
+        if threading.current_thread() is threading.main_thread():
+            self._previous_handler = signal.signal(signal.SIGTERM, self._on_sigterm)
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        """The launcher stops this rank (another one died): end the tests as an interrupt;
+        once the session is finishing, only stop waiting for the other ranks."""
+        self.terminated = True
+        if not self.finishing:
+            raise KeyboardInterrupt(f"rank {self.info.rank} stopped by the launcher (SIGTERM): "
+                                    "another rank of the world failed or died")
+
+    def peer_fields(self) -> dict[str, Any]:
+        """What this rank's JSON report says about the others (``session.reporting`` asks the
+        plugin registered as ``devcaps-ranks``): on rank 0 ``peers.failed`` and
+        ``peers.silent`` (never reported: died or hung); nothing on the other ranks."""
+        if self.info.rank != 0:
+            return {}
+        failed, silent = self.failed_and_silent()
+        return {"peers": {"failed": failed, "silent": silent}}
+
+    def failed_and_silent(self) -> tuple[list[int], list[int]]:
+        """The other ranks that failed, and those that never reported (rank 0's view)."""
+        failed = [rank for rank, r in sorted(self.others.items())
+                  if r.get("failures") or r.get("exitstatus")]
+        return failed, list(self.silent)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         try:
@@ -178,9 +252,11 @@ class RankSession:
         elif report.when == "call" or (report.when == "setup" and report.skipped):
             self.counts[report.outcome] += 1
 
-    @pytest.hookimpl(trylast=True)
+    @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        """Rank 0 waits for every other rank's results here, before its terminal summary."""
+        """Rank 0 waits for every other rank's results here, before its JSON report
+        (``reporting``) and its terminal summary."""
+        self.finishing = True
         self.exitstatus = int(exitstatus)
         if self.info.rank != 0:
             return
@@ -188,8 +264,8 @@ class RankSession:
             self._gather()
         except RankUnreachable as exc:
             self.problems.append(str(exc))
-        others_failed = any(r.get("failures") or r.get("exitstatus") for r in self.others.values())
-        if (others_failed or self.problems) and session.exitstatus == 0:
+        failed, silent = self.failed_and_silent()
+        if (failed or silent or self.problems) and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
@@ -197,6 +273,8 @@ class RankSession:
         launcher stops every rank as soon as one exits with an error, so no rank may leave
         before rank 0 has said everything: rank 0 says it is done at interpreter exit (after
         pytest printed its last line), the others wait for that before they exit."""
+        if self._previous_handler is not None:
+            signal.signal(signal.SIGTERM, self._previous_handler)
         if self.info.rank == 0:
             atexit.register(_say_done, self.store)
             return
@@ -211,8 +289,11 @@ class RankSession:
     def _gather(self) -> None:
         for rank, text in self.store.gather(RESULTS, range(1, self.info.world_size)).items():
             if text is None:
-                self.problems.append(f"rank {rank} did not report its results within "
-                                     f"{self.store.timeout_s:g} s (--devcaps-rank-timeout)")
+                self.silent.append(rank)
+                why = "before rank 0 was stopped by the launcher" if self.terminated else \
+                    f"within {self.store.timeout_s:g} s (--devcaps-rank-timeout)"
+                self.problems.append(f"rank {rank} did not report its results {why}: it died "
+                                     f"or hung")
             else:
                 self.others[rank] = json.loads(text)
 

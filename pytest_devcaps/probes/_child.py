@@ -6,8 +6,11 @@ Started by :mod:`pytest_devcaps.probes.runner` as ``python -c``; reads its reque
 probes print goes to stderr, so it cannot corrupt the protocol. Imports neither pytest nor
 the plugin.
 
-It leaves no orphan: before anything else it asks the kernel to SIGKILL it when its parent
-dies (Linux ``PR_SET_PDEATHSIG``; the runner's calling thread waits for the child, so the
+It leaves no orphan: on Linux it first splits into a guardian and the worker that runs the
+probes (:func:`pytest_devcaps._util.guardian.guard`): the guardian kills every process the
+probes started, ``setsid`` ones included, when the worker ends, when the runner stops it and
+when pytest dies (SIGKILL included). The worker asks the kernel to SIGKILL it when its parent
+dies (``PR_SET_PDEATHSIG``; the runner's calling thread waits for the child, so the
 thread-scoped signal cannot fire early) and starts a thread that kills its process group once
 its parent pid changes (other POSIX systems; Linux when prctl is unavailable).
 """
@@ -23,6 +26,7 @@ import threading
 import time
 from typing import IO, Any, Callable, NoReturn
 
+from pytest_devcaps._util.guardian import guard
 from pytest_devcaps.probes.base import brief, call_probe
 from pytest_devcaps._util.qualnames import resolve
 
@@ -117,7 +121,8 @@ def serve(parent_pid: int | None = None) -> NoReturn:
     ``parent_pid``: the runner's pid; the child dies with it (:func:`die_with_parent`).
     """
     if parent_pid is not None:
-        die_with_parent(parent_pid)
+        guardian = guard(parent_pid)  # returns in the worker; the guardian never returns
+        die_with_parent(parent_pid if guardian is None else guardian)
     try:
         code = main()
     finally:

@@ -8,6 +8,14 @@ the one source of facts), run the op, and explain a refusal with the gate; tests
 every shipped profile's facts and check that they agree with the vendor rules, so a probe on
 real hardware and the rule for the same device cannot silently tell different stories.
 Never imports torch itself (only the backends :func:`live_facts` asks do).
+
+Note (one source of truth, not done yet): these gates restate what the vendor rules in
+capabilities.yaml say; tests/config/test_config_classify.py keeps them consistent, but a gate
+answers only "allowed" while a rule answers a level and a reason. A probe could instead read the
+rule verdict for its live device (``classify(load_catalogue(), identity)``) and judge its outcome
+against that, which would leave the YAML as the one source; it needs the catalogue loaded in the
+probe child (and the verdict's level mapped onto "allowed"), so it is left for the architecture
+task.
 """
 
 from __future__ import annotations
@@ -89,12 +97,13 @@ def _amd_fp8_formats(facts: Facts) -> tuple[set[str], str] | None:
 
 def _cpu_fnuz(facts: Facts) -> Gate:
     isa = facts.get("isa") or ()
-    onednn_only = "amx_int8" in isa and "amx_fp16" in isa
-    # Blas.cpp _scaled_mm_out_cpu: same dtypes with amx_int8, mixed with amx_fp16 go to
-    # mkldnn_scaled_mm, whose get_mkldnn_dtype has no fnuz types; the upcast path takes any fp8.
-    return Gate(not onednn_only,
-                "with AMX-INT8 and AMX-FP16 every fnuz _scaled_mm goes to oneDNN, which has no "
-                "fnuz types" if onednn_only else "the fp32-upcast _scaled_mm takes fnuz fp8")
+    # Blas.cpp _scaled_mm_out_cpu: only single-element scales go to oneDNN (mkldnn_scaled_mm,
+    # whose get_mkldnn_dtype has no fnuz types: same dtypes with amx_int8, mixed with amx_fp16);
+    # rowwise scales always take the fp32-upcast path, which takes any fp8 format.
+    if "amx_int8" in isa:
+        return Gate(True, "rowwise-scaled fnuz takes the fp32-upcast _scaled_mm; tensorwise fnuz "
+                          "goes to oneDNN on AMX-INT8, which has no fnuz types")
+    return Gate(True, "the fp32-upcast _scaled_mm takes fnuz fp8")
 
 
 def fp8_gate(facts: Facts, dtype: str) -> Gate:

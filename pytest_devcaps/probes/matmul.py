@@ -3,14 +3,22 @@ torch._grouped_mm and torch._int_mm.
 
 Every torch._scaled_mm probe runs the op and reads the outcome against PyTorch's own gate for
 the device (:mod:`pytest_devcaps.probes.gates`), so a refusal names the check that refused.
+
+A scaled GEMM that runs is also watched through oneDNN's verbose log (:func:`onednn_executions`):
+where oneDNN executes an fp8 matmul on its *reference* implementation (``ref:any``; AMX-INT8 CPUs
+with torch 2.13: 28.4 s against 6 ms in bf16 at 1024^3), the probe answers ``emulated`` and says
+so, instead of leaving "it ran" to read as native.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from typing import Any, Callable, Iterable, Sequence
+import os
+import tempfile
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from pytest_devcaps.model import ProbeOutcome
+from pytest_devcaps.model import Level, ProbeOutcome
 from pytest_devcaps.probes import gates
 from pytest_devcaps.probes.base import ran, refused, unknown, unsupported
 
@@ -21,6 +29,87 @@ _BLOCK = 128  # block-scaled shapes: M, N, K multiples of 128
 PARTNER = {"float8_e4m3fn": "float8_e5m2", "float8_e5m2": "float8_e4m3fn",
            "float8_e4m3fnuz": "float8_e5m2fnuz", "float8_e5m2fnuz": "float8_e4m3fnuz"}
 _DEVICE_FORMATS = ("float8_e4m3fn", "float8_e4m3fnuz")  # OCP, or what gfx942 implements
+#: The reason's words for an fp8 GEMM that oneDNN runs on its reference implementation (the
+#: vendor rule for AMX-INT8 CPUs in capabilities.yaml says the same).
+ONEDNN_REFERENCE = "oneDNN reference kernel: orders of magnitude slower than bf16"
+
+
+# -- oneDNN's verbose log: which implementation ran ------------------------------------------
+
+@contextlib.contextmanager
+def _stdout_to(path: str) -> Iterator[None]:
+    """File descriptor 1 (where oneDNN prints, through C stdio) goes to ``path`` meanwhile."""
+    saved = os.dup(1)
+    try:
+        with open(path, "wb") as sink:
+            os.dup2(sink.fileno(), 1)
+            try:
+                yield
+            finally:
+                _flush_c_stdio()
+                os.dup2(saved, 1)
+    finally:
+        os.close(saved)
+
+
+def _flush_c_stdio() -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError, TypeError):  # no C library to ask (Windows): lines may stay
+        pass
+
+
+def onednn_executions(call: Callable[[], Any]) -> tuple[Any, list[str]]:
+    """``call()``'s result and the oneDNN primitive executions it logged (``ONEDNN_VERBOSE``
+    lines ``onednn_verbose,v1,primitive,exec,...``); no lines where torch has no oneDNN or
+    verbose mode cannot be switched on. What ``call`` raises propagates."""
+    import torch
+
+    mkldnn = getattr(torch.backends, "mkldnn", None)
+    if mkldnn is None or not hasattr(mkldnn, "verbose") or not mkldnn.is_available():
+        return call(), []
+    with tempfile.TemporaryDirectory(prefix="devcaps-onednn-") as folder:
+        log = os.path.join(folder, "verbose.log")
+        try:
+            with _stdout_to(log), mkldnn.verbose(mkldnn.VERBOSE_ON):
+                result = call()
+        except AssertionError:  # "Failed to set MKLDNN into verbose mode": run it unwatched
+            return call(), []
+        with open(log, encoding="utf-8", errors="replace") as text:
+            lines = [line.strip() for line in text if ",primitive,exec," in line]
+    return result, lines
+
+
+def fp8_reference_kernels(lines: Iterable[str]) -> list[str]:
+    """The oneDNN executions among ``lines`` that ran a matmul or inner product with fp8 data
+    on a reference implementation: ``"matmul ref:any (src:f8_e4m3 wei:f8_e4m3 dst:bf16)"``.
+
+    Verbose fields (oneDNN 3.x): ``onednn_verbose,[v1,]primitive,exec,<engine>,<primitive>,
+    <implementation>,<prop_kind>,<memory descriptors>,...``.
+    """
+    found = []
+    for line in lines:
+        fields = line.split(",")
+        try:
+            at = fields.index("exec") + 2  # engine, then the primitive kind
+            kind, implementation, descriptors = fields[at], fields[at + 1], fields[at + 3]
+        except (ValueError, IndexError):
+            continue
+        if (kind in ("matmul", "inner_product") and implementation.startswith("ref")
+                and "f8_" in descriptors):
+            data = " ".join(d.split("::")[0] for d in descriptors.split())
+            found.append(f"{kind} {implementation} ({data})")
+    return found
+
+
+def _on_reference_kernel(outcome: ProbeOutcome, kernels: list[str]) -> ProbeOutcome:
+    """An op that ran, but through oneDNN's reference fp8 kernel, is emulated."""
+    if not kernels or not outcome.level.available:
+        return outcome
+    return ProbeOutcome(Level.EMULATED, f"{outcome.reason}; {ONEDNN_REFERENCE} "
+                                        f"(ONEDNN_VERBOSE: {kernels[0]})")
 
 
 def first_that_runs(what: str, attempts: Iterable[tuple[str, Callable[[], bool]]],
@@ -46,11 +135,13 @@ def first_that_runs(what: str, attempts: Iterable[tuple[str, Callable[[], bool]]
 
 def scaled_mm_pairs(device: str, pairs: Sequence[tuple[str, str]], *,
                     rowwise: bool = False) -> ProbeOutcome:
-    """``I @ 2I`` through torch._scaled_mm for the first (mat1, mat2) fp8 pair that runs."""
+    """``I @ 2I`` through torch._scaled_mm for the first (mat1, mat2) fp8 pair that runs;
+    ``emulated`` when oneDNN ran it on its reference kernel."""
     import torch
 
     if not hasattr(torch, "_scaled_mm"):
         return unsupported(f"torch {torch.__version__} has no torch._scaled_mm")
+    kernels: list[str] = []
 
     def attempt(a_dtype: Any, b_dtype: Any) -> bool:
         eye = torch.eye(_N, device=device)
@@ -59,19 +150,35 @@ def scaled_mm_pairs(device: str, pairs: Sequence[tuple[str, str]], *,
             scale_a, scale_b = torch.ones(_N, 1, device=device), torch.ones(1, _N, device=device)
         else:
             scale_a, scale_b = torch.tensor(1.0, device=device), torch.tensor(1.0, device=device)
-        out = torch._scaled_mm(eye.to(a_dtype), b, scale_a=scale_a, scale_b=scale_b,
-                               out_dtype=torch.bfloat16)
-        return bool(torch.equal(out.float().cpu(), 2 * torch.eye(_N)))
+        a = eye.to(a_dtype)
+        out, lines = onednn_executions(lambda: torch._scaled_mm(
+            a, b, scale_a=scale_a, scale_b=scale_b, out_dtype=torch.bfloat16).float().cpu())
+        kernels[:] = fp8_reference_kernels(lines)
+        return bool(torch.equal(out, 2 * torch.eye(_N)))
 
     attempts = [(f"{a} x {b}", functools.partial(attempt, getattr(torch, a), getattr(torch, b)))
                 for a, b in pairs if hasattr(torch, a) and hasattr(torch, b)]
-    return first_that_runs(f"{'rowwise' if rowwise else 'tensorwise'} _scaled_mm", attempts, device)
+    outcome = first_that_runs(f"{'rowwise' if rowwise else 'tensorwise'} _scaled_mm", attempts,
+                              device)
+    return _on_reference_kernel(outcome, kernels)
+
+
+def tensorwise_then_rowwise(device: str, pairs: Sequence[tuple[str, str]]) -> ProbeOutcome:
+    """Tensorwise scales first; where every pair is refused, rowwise ones, which PyTorch may
+    route elsewhere (CPU: only single-element scales go to oneDNN, which has no fnuz types)."""
+    tensorwise = scaled_mm_pairs(device, pairs)
+    if tensorwise.level is not Level.UNSUPPORTED:
+        return tensorwise
+    rowwise = scaled_mm_pairs(device, pairs, rowwise=True)
+    if not rowwise.level.available:
+        return tensorwise
+    return ProbeOutcome(rowwise.level, f"{rowwise.reason} (tensorwise scales: {tensorwise.reason})")
 
 
 def fp8_format(device: str, dtype: str) -> ProbeOutcome:
     """Matrix arithmetic in fp8 format ``dtype``: torch._scaled_mm with it as an input."""
     partner = PARTNER[dtype]
-    outcome = scaled_mm_pairs(device, [(dtype, dtype), (dtype, partner), (partner, dtype)])
+    outcome = tensorwise_then_rowwise(device, [(dtype, dtype), (dtype, partner), (partner, dtype)])
     return gates.judge(gates.fp8_gate(gates.live_facts(device), dtype), outcome)
 
 

@@ -5,8 +5,10 @@ is never cached: a timeout, a child that could not start or died between probes,
 killed from outside (SIGKILL, SIGTERM: the OOM killer, a user), a failure of the runner
 itself. A probe that raised, crashed on its own (SIGSEGV, SIGABRT) or exited is an answer.
 
-The child leaves no orphan: it asks the kernel for SIGKILL when its parent dies (Linux
-``PR_SET_PDEATHSIG``) and watches its parent's pid elsewhere (:mod:`.probes._child`).
+The child leaves no orphan, nor do the processes a probe starts: it runs in its own session
+under a guardian (:mod:`pytest_devcaps._util.guardian`, Linux) that kills the whole tree, ``setsid``
+descendants included, when the probes end, when :meth:`_Child.stop` asks (SIGTERM) and when
+pytest dies (SIGKILL included); elsewhere it watches its parent's pid (:mod:`.probes._child`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import IO, Any, Mapping, Sequence
 
 from pytest_devcaps.model import Level, ProbeOutcome
 from pytest_devcaps.probes.base import ProbeSpec, brief, call_probe
+from pytest_devcaps._util.guardian import stop_tree
 from pytest_devcaps._util.qualnames import NotImportableError
 
 #: Seconds a fresh child may take to import torch and the probe modules before "ready".
@@ -222,30 +225,16 @@ class _Child:
         return f": {lines[-1].strip()}" if lines else ""
 
     def stop(self) -> None:
-        """Kill the child's whole process group (no orphans) and reap it."""
+        """Kill the child's whole tree (its guardian kills what left its process group, then
+        the group is killed) and reap it."""
         process = self.process
         if process is not None:
-            if process.poll() is None or os.name == "posix":
-                _kill_group(process)
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
+            stop_tree(process)
             if self.reader is not None:
                 self.reader.join(timeout=5)
             if process.stdout is not None and (self.reader is None or not self.reader.is_alive()):
                 process.stdout.close()
         self.stderr.close()
-
-
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    try:
-        if os.name == "posix":
-            os.killpg(process.pid, signal.SIGKILL)  # the child leads its own session/group
-        else:
-            process.kill()
-    except (ProcessLookupError, PermissionError, OSError):
-        pass
 
 
 def _signal_name(number: int) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Mapping
 
-from pytest_devcaps.errors import ConfigError, did_you_mean
+from pytest_devcaps.errors import ConfigError
 from pytest_devcaps.model import DeviceIdentity, ProbeOutcome
 from pytest_devcaps.registry.layers import (
     CliLayer,
@@ -69,7 +69,7 @@ def build_registry(options: RegistryOptions = RegistryOptions(), hook: Any = Non
         meta.update(results.meta())
     layers += [OverrideLayer(overrides), CliLayer(options.settings)]
     if hook is not None:
-        layers.append(HookLayer(hook))
+        layers.append(HookLayer(hook, catalogue))
     layers.append(ImpliesLayer(catalogue))
     records = {identity.key: merge(layers, identity, catalogue.names()) for identity in identities}
     meta["build_seconds"] = round(time.perf_counter() - started, 4)
@@ -103,19 +103,17 @@ def _probes(catalogue: Catalogue, registrar: CapabilityRegistrar) -> dict[str, P
     probes = {**builtin_probes(), **registrar.probes}
     for name in probes:
         if name not in catalogue:
-            raise ConfigError(f"a probe is registered for unknown capability {name!r}"
-                              f"{did_you_mean(name, catalogue.names())}",
+            from pytest_devcaps.config.catalogue import alias_or_unknown
+
+            raise ConfigError(f"a probe is registered for "
+                              f"{alias_or_unknown(name, catalogue.capabilities)}",
                               file="pytest_devcaps_register_capabilities")
     return probes
 
 
 def _check_settings(options: RegistryOptions, catalogue: Catalogue) -> None:
-    from pytest_devcaps.config.catalogue import alias_or_unknown
-
     for setting in options.settings:
-        if setting.capability not in catalogue:
-            raise ConfigError(alias_or_unknown(setting.capability, catalogue.capabilities),
-                              file="command line", key=setting.capability)
+        catalogue.check_key(setting.capability, file="command line", key=setting.capability)
 
 
 def registry_from_snapshot(snapshot: Mapping[str, Any], hook: Any = None) -> CapabilityRegistry:

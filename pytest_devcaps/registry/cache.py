@@ -1,7 +1,9 @@
 """On-disk cache of probe outcomes, keyed by a fingerprint of everything that can change them.
 
 A cache file is believed only when it is a regular file this user owns and nobody else may
-write (a shared ``PYTEST_DEVCAPS_CACHE_DIR`` must not let one user decide another's answers).
+write, in a directory of the same kind (a shared ``PYTEST_DEVCAPS_CACHE_DIR`` must not let one
+user decide another's answers): a refused directory is neither read nor written, and the
+probes run as without a cache, the report header saying why. Cache files are private (0600).
 A file of the wrong shape (``[]``, ``null``, entries missing fields) is a miss for what it
 lacks, never a crash: the missing answers are probed again and the file rewritten. Only real
 answers are stored; a transient outcome (a timeout, a failed runner) is asked again next run.
@@ -19,7 +21,13 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from pytest_devcaps.errors import DevcapsError
-from pytest_devcaps._util.files import CACHE_ENV, default_cache_dir, read_regular_file, write_atomic
+from pytest_devcaps._util.files import (
+    CACHE_ENV,
+    default_cache_dir,
+    directory_refusal,
+    read_regular_file,
+    write_atomic,
+)
 from pytest_devcaps.model import Level, ProbeOutcome
 
 _FORMAT = 1
@@ -52,6 +60,9 @@ class ProbeCache:
     def load(self, key: str) -> CacheLookup:
         """The valid cached outcomes for ``key``; an absent file is an empty lookup."""
         path = self._path(key)
+        refusal = directory_refusal(self.directory)
+        if refusal is not None:
+            return CacheLookup(problem=f"{path.name} not read: {refusal}")
         try:
             data = json.loads(read_regular_file(path, trusted=True))
         except FileNotFoundError:
@@ -85,8 +96,11 @@ class ProbeCache:
                 for cap, outcome in outcomes.items() if not outcome.transient
             },
         }
+        if directory_refusal(self.directory) is not None:
+            return  # load() said why; nothing of ours goes where others may write
         try:
-            write_atomic(self._path(key), json.dumps(payload, indent=1, sort_keys=True))
+            write_atomic(self._path(key), json.dumps(payload, indent=1, sort_keys=True),
+                         private=True)
         except (OSError, DevcapsError):
             pass
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
-from pytest_devcaps.errors import UnknownDeviceError
+from pytest_devcaps.errors import DevcapsValueError, UnknownDeviceError
 from pytest_devcaps.model import CapabilityRecord, DeviceIdentity, Level, ProbeOutcome
 
 if TYPE_CHECKING:
@@ -185,14 +185,14 @@ class CapabilityRegistry:
                       facts: FactVocabulary | None = None) -> CapabilityRegistry:
         """Rebuild a registry from :meth:`to_snapshot` data and the same catalogue.
 
-        Raises ValueError when the snapshot is of another format or another catalogue (an
+        Raises DevcapsValueError (a ValueError) when the snapshot is of another format or another catalogue (an
         xdist worker whose hooks added different capabilities than the controller's).
         """
         if data.get("format") != SNAPSHOT_FORMAT:
-            raise ValueError(f"unsupported registry snapshot format {data.get('format')!r}")
+            raise DevcapsValueError(f"unsupported registry snapshot format {data.get('format')!r}")
         if data.get("catalogue_digest") != catalogue.digest:
-            raise ValueError("the registry snapshot was built from another catalogue than this "
-                             "process's (do the hooks add the same capabilities everywhere?)")
+            raise DevcapsValueError("the registry snapshot was built from another catalogue than "
+                                    "this process's (do the hooks add the same capabilities everywhere?)")
         records: dict[str, dict[str, CapabilityRecord]] = {}
         for entry in data["records"]:
             record = CapabilityRecord.from_dict(entry)

@@ -11,6 +11,11 @@ Rules (the fleet JSON Schema documents the result):
 - A test reported more than once for one suite and device (ranks, reruns) counts once. When
   the reports disagree, the worst outcome counts (``formats.OUTCOME_ORDER``) and the test is
   listed under ``disagreements`` with each outcome's reports.
+- Nothing fails silently: a collection error is a failing entry (``sources.load_source``); a
+  report whose exit status is not 0, 1 or 5 (pytest's ``ExitCode``: passed, tests failed, no
+  tests), that exited 1 with no failing test, or a check suite that exited non-zero with no
+  tests is a *failed report*; per launched world (suite, run or host, world size) every rank
+  must be there once. ``passed`` is false for any of them, or for a failing test.
 """
 
 from __future__ import annotations
@@ -23,6 +28,11 @@ from pytest_devcaps.report.formats import OUTCOME_ORDER, stamp
 from pytest_devcaps.report.sources import NO_DEVICE, Source
 
 FAILING = ("error", "failed")
+GOOD_EXIT = (0, 1, 5)
+"""pytest's ExitCode OK, TESTS_FAILED, NO_TESTS_COLLECTED: a session that ran to its end."""
+EXIT_NAMES = {2: "interrupted: a collection error, Ctrl-C or a signal", 3: "internal error",
+              4: "usage error", 5: "no tests collected"}
+"""pytest's ExitCode values (``_pytest/config/__init__.py``), as the merge names them."""
 _SAME_HARDWARE = ("type", "vendor", "name", "arch")
 
 
@@ -92,9 +102,11 @@ def merge(sources: Sequence[Source]) -> dict[str, Any]:
             devices.add(index, source, identity)
     cells = _cells(sources, devices)
     suites, duplicates = _suites(sources, devices)
+    failures = [source_failures(source) for source in sources]
+    groups = rank_groups(sources)
     fleet = stamp("fleet")
     fleet.update({
-        "sources": [s.describe() for s in sources],
+        "sources": [{**s.describe(), "failed": why} for s, why in zip(sources, failures)],
         "devices": [d.to_dict() for d in sorted(devices.by_id.values(), key=_device_order)],
         "capabilities": sorted({c["capability"] for c in cells}),
         "cells": cells,
@@ -102,6 +114,8 @@ def merge(sources: Sequence[Source]) -> dict[str, Any]:
                        "levels": sorted({a["level"] for a in c["answers"]})}
                       for c in cells if c["level"] == "conflict"],
         "suites": suites,
+        "ranks": groups,
+        "problems": _problems(sources, failures, groups),
     })
     fleet["summary"] = {
         "reports": len(sources), "hosts": len({s.host for s in sources}),
@@ -109,8 +123,84 @@ def merge(sources: Sequence[Source]) -> dict[str, Any]:
         "duplicate_tests": duplicates,
         "disagreeing_tests": sum(len(s["disagreements"]) for s in suites),
         "failing_tests": sum(len(s["failing"]) for s in suites),
+        "failed_reports": sum(bool(why) for why in failures),
+        "missing_ranks": sum(len(g["missing"]) for g in groups),
+        "repeated_ranks": sum(len(g["repeated"]) for g in groups),
     }
+    summary = fleet["summary"]
+    fleet["passed"] = not any(summary[key] for key in (
+        "failing_tests", "failed_reports", "missing_ranks", "repeated_ranks"))
     return fleet
+
+
+def _failing_in(source: Source, suite: str | None = None) -> bool:
+    return any(t.outcome in FAILING for t in source.tests if suite in (None, t.suite)) or any(
+        per.get(outcome, 0) for name, _, per in source.counts if suite in (None, name)
+        for outcome in FAILING)
+
+
+def source_failures(source: Source) -> list[str]:
+    """Why a report failed beyond its failing tests (empty: it did not)."""
+    reasons = []
+    status = source.exitstatus
+    if status is not None and status not in GOOD_EXIT:
+        reasons.append(f"exit status {status} ({EXIT_NAMES.get(status, 'not a pytest exit status')})")
+    elif status == 1 and not _failing_in(source):
+        reasons.append("exit status 1 (tests failed) but no failing test in the report")
+    for suite, code, tests in source.suite_exits:
+        if code not in GOOD_EXIT or (code and not tests):
+            reasons.append(f"suite {suite} exited {code} with {tests} test(s)")
+        elif code == 1 and not _failing_in(source, suite):
+            reasons.append(f"suite {suite} exited 1 (tests failed) but no failing test")
+    if source.passed is False and not reasons and not _failing_in(source):
+        reasons.append("the check report says it did not pass")
+    reasons += [f"rank {rank} failed (rank {source.rank} says)" for rank in source.failed_peers]
+    reasons += [f"rank {rank} never reported its results (rank {source.rank} says: it died or "
+                f"hung)" for rank in source.silent_peers]
+    return reasons
+
+
+def rank_groups(sources: Sequence[Source]) -> list[dict[str, Any]]:
+    """Per launched world (suite, torchrun run id or else host, world size): the ranks
+    reported, the ranks missing and the ranks reported more than once."""
+    groups: dict[tuple[str, str, str, int], list[int]] = {}
+    for index, source in enumerate(sources):
+        if source.kind != "pytest" or source.rank is None or not source.world_size \
+                or source.world_size < 2:
+            continue
+        run = source.run_id if source.run_id not in (None, "", "none") else None
+        key = (source.suite or "", "run" if run else "host", run or source.host,
+               source.world_size)
+        groups.setdefault(key, []).append(index)
+    rows = []
+    for (suite, by, name, world_size), indices in sorted(groups.items()):
+        ranks = Counter(sources[i].rank for i in indices)
+        rows.append({"suite": suite, "run_id": name if by == "run" else None,
+                     "hosts": sorted({sources[i].host for i in indices}),
+                     "world_size": world_size, "sources": indices,
+                     "ranks": sorted(r for r in ranks if r is not None),
+                     "missing": [r for r in range(world_size) if r not in ranks],
+                     "repeated": sorted(r for r, n in ranks.items() if r is not None and n > 1)})
+    return rows
+
+
+def _problems(sources: Sequence[Source], failures: Sequence[list[str]],
+              groups: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Every failed report and incomplete world, one line each, for stderr and the page."""
+    lines = [f"report #{i + 1} ({sources[i].file}) failed: {reason}"
+             for i, why in enumerate(failures) for reason in why]
+    for group in groups:
+        world = (f"suite {group['suite']}, world of {group['world_size']} on "
+                 f"{', '.join(group['hosts'])}"
+                 + (f" (run {group['run_id']})" if group["run_id"] else ""))
+        if group["missing"]:
+            lines.append(f"{world}: no report from rank(s) "
+                         f"{', '.join(map(str, group['missing']))} (died before writing it, "
+                         f"or not given to the merge)")
+        if group["repeated"]:
+            lines.append(f"{world}: rank(s) {', '.join(map(str, group['repeated']))} reported "
+                         f"more than once")
+    return lines
 
 
 def _device_order(device: _Device) -> tuple[str, bool, str, str]:

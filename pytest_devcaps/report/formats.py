@@ -25,8 +25,10 @@ CHECK_FORMAT = 1
 Format 0 was a bare list of suites with counts (pytest-devcaps 0.1.0); it is still read."""
 PROBE_FORMAT = 1
 """``devcaps probe --json``: devices and capability records."""
-FLEET_FORMAT = 1
-"""``devcaps report merge``: many reports as one document."""
+FLEET_FORMAT = 2
+"""``devcaps report merge``: many reports as one document. 2: each report's exit status and
+why it failed, the ranks of each launched world, ``problems`` and the verdict ``passed`` (1
+had none of them, so a failed run could look green: it is not rendered)."""
 
 FORMATS: Mapping[str, int] = {"pytest": PYTEST_FORMAT, "check": CHECK_FORMAT,
                               "probe": PROBE_FORMAT, "fleet": FLEET_FORMAT}

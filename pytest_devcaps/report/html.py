@@ -1,6 +1,11 @@
 """A fleet document as one self-contained HTML page (inline CSS, no script, nothing fetched).
 
-Sections: a summary; the capability x device matrix (levels colour-coded, the reason and source
+Every value taken from the document goes through :func:`_e` (numbers included): the page is
+made from a fleet document the schema allows (``command.checked_fleet``), and even so it never
+trusts one.
+
+Sections: the verdict, a summary and every problem (failed reports, missing or repeated ranks);
+the capability x device matrix (levels colour-coded, the reason and source
 of each answer in the cell's tooltip, every answer of a conflict listed); suites x devices with
 passed / failed / skipped-by-capability counts, failing counts linking to the failing test ids;
 tests the reports disagree about; the reports merged.
@@ -10,6 +15,11 @@ from __future__ import annotations
 
 from html import escape
 from typing import Any, Iterable, Mapping, Sequence
+
+
+def _e(value: Any) -> str:
+    """Any value as HTML text or attribute value (quotes escaped too)."""
+    return escape(str(value), quote=True)
 
 LEVELS = ("native", "emulated", "unsupported", "unknown", "conflict")
 _STYLE = """
@@ -24,6 +34,7 @@ td{text-align:center;white-space:nowrap}small{color:#555}code{font-size:.95em}
 .conflict{background:repeating-linear-gradient(45deg,#e2c7f0,#e2c7f0 4px,#f7edfc 4px,#f7edfc 8px)}
 .ok{background:#e6f4e6}.bad{background:#fbdada}.legend span{padding:1px 8px;margin-right:4px;border:1px solid #c9c9c9}
 .fail{color:#a00000;font-weight:600}ul.ids{margin:.2em 0 1em}
+.verdict{font-size:1.2em;font-weight:700;padding:2px 8px;display:inline-block}
 """
 
 
@@ -34,7 +45,7 @@ def render(fleet: Mapping[str, Any]) -> str:
         "<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         "<title>devcaps fleet report</title>", f"<style>{_STYLE}</style>", "</head>", "<body>",
-        "<h1>devcaps fleet report</h1>", _summary(fleet),
+        "<h1>devcaps fleet report</h1>", _verdict(fleet), _summary(fleet), *_problems(fleet),
         '<h2 id="capabilities">Capabilities &times; devices</h2>', _legend(),
         _capability_matrix(fleet, devices),
         '<h2 id="suites">Suites &times; devices</h2>', _suite_matrix(fleet, devices),
@@ -45,15 +56,32 @@ def render(fleet: Mapping[str, Any]) -> str:
     return "\n".join(parts) + "\n"
 
 
+def _verdict(fleet: Mapping[str, Any]) -> str:
+    passed = fleet.get("passed") is True
+    return (f'<p id="verdict" class="verdict {"ok" if passed else "bad"}">'
+            f'{"passed" if passed else "FAILED"}</p>')
+
+
 def _summary(fleet: Mapping[str, Any]) -> str:
     s = fleet["summary"]
-    return (f'<p id="summary">{s["reports"]} report(s) from {s["hosts"]} host(s), '
-            f'{s["devices"]} device(s); {s["capability_conflicts"]} capability conflict(s), '
-            f'<span class="{"fail" if s["failing_tests"] else ""}">{s["failing_tests"]} failing '
-            f'test(s)</span>, {s["disagreeing_tests"]} test(s) the reports disagree about, '
-            f'{s["duplicate_tests"]} duplicate test result(s) merged. Merged '
-            f'{escape(str(fleet.get("created", "")))} by pytest-devcaps '
-            f'{escape(str(fleet.get("devcaps_version", "")))}.</p>')
+    failing = s["failing_tests"] or s["failed_reports"] or s["missing_ranks"] or s["repeated_ranks"]
+    return (f'<p id="summary">{_e(s["reports"])} report(s) from {_e(s["hosts"])} host(s), '
+            f'{_e(s["devices"])} device(s); {_e(s["capability_conflicts"])} capability '
+            f'conflict(s), <span class="{"fail" if failing else ""}">{_e(s["failing_tests"])} '
+            f'failing test(s), {_e(s["failed_reports"])} failed report(s), '
+            f'{_e(s["missing_ranks"])} missing and {_e(s["repeated_ranks"])} repeated '
+            f'rank(s)</span>, {_e(s["disagreeing_tests"])} test(s) the reports disagree about, '
+            f'{_e(s["duplicate_tests"])} duplicate test result(s) merged. Merged '
+            f'{_e(fleet.get("created", ""))} by pytest-devcaps '
+            f'{_e(fleet.get("devcaps_version", ""))}.</p>')
+
+
+def _problems(fleet: Mapping[str, Any]) -> list[str]:
+    items = "".join(f"<li>{_e(problem)}</li>" for problem in fleet["problems"])
+    if not items:
+        return []
+    return ['<h2 id="problems" class="fail">Failed reports and missing ranks</h2>',
+            f'<ul class="ids">{items}</ul>']
 
 
 def _legend() -> str:
@@ -65,9 +93,9 @@ def _legend() -> str:
 def _device_header(device: Mapping[str, Any]) -> str:
     tip = "; ".join(f"{k}={v}" for k, v in device.get("identity", {}).items()
                     if v not in (None, "", {}, []))
-    name = f'<br><small>{escape(str(device.get("name") or ""))}</small>' if device.get("name") else ""
-    return (f'<th scope="col" title="{escape(tip)}">{escape(device["host"])}<br>'
-            f'{escape(device["key"])}{name}</th>')
+    name = f'<br><small>{_e(device.get("name") or "")}</small>' if device.get("name") else ""
+    return (f'<th scope="col" title="{_e(tip)}">{_e(device["host"])}<br>'
+            f'{_e(device["key"])}{name}</th>')
 
 
 def _capability_matrix(fleet: Mapping[str, Any], devices: Sequence[Mapping[str, Any]]) -> str:
@@ -79,7 +107,7 @@ def _capability_matrix(fleet: Mapping[str, Any], devices: Sequence[Mapping[str, 
     rows = []
     for capability in fleet["capabilities"]:
         tds = "".join(_level_cell(cells.get((capability, d["id"]))) for d in columns)
-        rows.append(f'<tr><th scope="row">{escape(capability)}</th>{tds}</tr>')
+        rows.append(f'<tr><th scope="row">{_e(capability)}</th>{tds}</tr>')
     head = "".join(_device_header(d) for d in columns)
     return (f'<table id="capability-matrix"><thead><tr><th scope="col">capability</th>{head}</tr>'
             f'</thead><tbody>{"".join(rows)}</tbody></table>')
@@ -91,7 +119,8 @@ def _level_cell(cell: Mapping[str, Any] | None) -> str:
     tips = [f'{a["level"]} ({a["source"]}: {a["reason"]})' + _from(a["sources"])
             for a in cell["answers"]]
     level = cell["level"]
-    return f'<td class="{escape(level)}" title="{escape(chr(10).join(tips))}">{escape(level)}</td>'
+    css = level if level in LEVELS else "unknown"
+    return f'<td class="{css}" title="{_e(chr(10).join(tips))}">{_e(level)}</td>'
 
 
 def _from(sources: Iterable[int]) -> str:
@@ -106,7 +135,7 @@ def _suite_matrix(fleet: Mapping[str, Any], devices: Sequence[Mapping[str, Any]]
     body = []
     for suite in sorted({key[0] for key in rows}):
         tds = "".join(_suite_cell(rows.get((suite, d["id"]))) for d in columns)
-        body.append(f'<tr><th scope="row">{escape(suite)}</th>{tds}</tr>')
+        body.append(f'<tr><th scope="row">{_e(suite)}</th>{tds}</tr>')
     head = "".join(_device_header(d) for d in columns)
     return (f'<table id="suite-matrix"><thead><tr><th scope="col">suite</th>{head}</tr></thead>'
             f'<tbody>{"".join(body)}</tbody></table>')
@@ -119,14 +148,14 @@ def _suite_cell(found: tuple[int, Mapping[str, Any]] | None) -> str:
     counts = row["counts"]
     failing = len(row["failing"])
     tip = ", ".join(f"{n} {outcome}" for outcome, n in counts.items())
-    shown = [f'{counts.get("passed", 0)} passed']
+    shown = [f'{_e(counts.get("passed", 0))} passed']
     if failing:
-        shown.append(f'<a class="fail" href="#failing-{index}">{failing} failed</a>')
+        shown.append(f'<a class="fail" href="#failing-{_e(index)}">{_e(failing)} failed</a>')
     else:
         shown.append("0 failed")
-    shown.append(f'{counts.get("skipped-by-capability", 0)} skipped by capability')
+    shown.append(f'{_e(counts.get("skipped-by-capability", 0))} skipped by capability')
     css = "bad" if failing else "ok"
-    return f'<td class="{css}" title="{escape(tip)}">{"<br>".join(shown)}</td>'
+    return f'<td class="{css}" title="{_e(tip)}">{"<br>".join(shown)}</td>'
 
 
 def _failing(fleet: Mapping[str, Any]) -> list[str]:
@@ -134,9 +163,9 @@ def _failing(fleet: Mapping[str, Any]) -> list[str]:
     for index, row in enumerate(fleet["suites"]):
         if not row["failing"]:
             continue
-        ids = "".join(f"<li><code>{escape(nodeid)}</code></li>" for nodeid in row["failing"])
-        parts.append(f'<h3 id="failing-{index}">{escape(row["suite"])} on '
-                     f'{escape(row["device"])}: {len(row["failing"])} failing</h3>'
+        ids = "".join(f"<li><code>{_e(nodeid)}</code></li>" for nodeid in row["failing"])
+        parts.append(f'<h3 id="failing-{_e(index)}">{_e(row["suite"])} on '
+                     f'{_e(row["device"])}: {_e(len(row["failing"]))} failing</h3>'
                      f'<ul class="ids">{ids}</ul>')
     return ['<h2 id="failing">Failing tests</h2>', *parts] if parts else []
 
@@ -147,8 +176,8 @@ def _disagreements(fleet: Mapping[str, Any]) -> list[str]:
         for entry in row["disagreements"]:
             outcomes = "; ".join(f"{outcome}{_from(where)}"
                                  for outcome, where in entry["outcomes"].items())
-            items.append(f'<li>{escape(row["suite"])} on {escape(row["device"])}: '
-                         f'<code>{escape(entry["nodeid"])}</code>: {escape(outcomes)}</li>')
+            items.append(f'<li>{_e(row["suite"])} on {_e(row["device"])}: '
+                         f'<code>{_e(entry["nodeid"])}</code>: {_e(outcomes)}</li>')
     if not items:
         return []
     return ['<h2 id="disagreements">Tests the reports disagree about</h2>',
@@ -159,9 +188,14 @@ def _sources(fleet: Mapping[str, Any]) -> str:
     rows = []
     for i, s in enumerate(fleet["sources"]):
         rank = "" if s.get("rank") is None else f'{s["rank"]} of {s.get("world_size")}'
-        cells = [f"#{i + 1}", s["file"], s["kind"], s["format"], s["host"], rank,
-                 s.get("created") or "", s.get("devcaps_version") or "", ", ".join(s["suites"])]
-        rows.append("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in cells) + "</tr>")
+        status = "" if s.get("exitstatus") is None else s["exitstatus"]
+        failed = "; ".join(s.get("failed") or ())
+        cells = [f"#{i + 1}", s["file"], s["kind"], s["format"], s["host"], rank, status,
+                 failed or "-", s.get("created") or "", s.get("devcaps_version") or "",
+                 ", ".join(s["suites"])]
+        css = ' class="bad"' if failed else ""
+        rows.append(f"<tr{css}>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>")
     head = "".join(f'<th scope="col">{h}</th>' for h in (
-        "report", "file", "kind", "format", "host", "rank", "created", "devcaps", "suites"))
+        "report", "file", "kind", "format", "host", "rank", "exit status", "failed", "created",
+        "devcaps", "suites"))
     return f'<table id="reports"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'

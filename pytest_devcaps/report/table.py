@@ -133,13 +133,8 @@ def show_registry(options: RegistryOptions, devices: Sequence[str] = (), *, as_j
 
 
 def entry_point_hooks() -> Any:
-    """A hook relay with our hookspecs and vendor plugins from the ``devcaps`` entry-point group
-    (outside pytest, where ``config.hook`` would carry them)."""
-    import pluggy
+    """A hook relay with our hookspecs and the vendor plugins of the ``devcaps`` entry-point
+    group (outside pytest): :func:`pytest_devcaps.hookspecs.vendor_hooks`, kept under this name."""
+    from pytest_devcaps.hookspecs import vendor_hooks
 
-    from pytest_devcaps import hookspecs
-
-    manager = pluggy.PluginManager("pytest")
-    manager.add_hookspecs(hookspecs)
-    manager.load_setuptools_entrypoints("devcaps")
-    return manager.hook
+    return vendor_hooks()

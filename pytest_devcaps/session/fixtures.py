@@ -16,6 +16,7 @@ from pytest_devcaps.session.state import session_state
 if TYPE_CHECKING:
     import torch
 
+    from pytest_devcaps.distributed.fixture_runner import DistributedRunner
     from pytest_devcaps.registry import DeviceCapabilities
     from pytest_devcaps.marks.tolerances import Tolerances
 
@@ -228,3 +229,18 @@ def device_runtime(device: torch.device) -> DeviceRuntime:
     """Runtime helpers for the test's device: ``synchronize()``, ``manual_seed(n)``,
     ``empty_cache()``, ``memory_stats()``, ``memory_allocated()``, ``max_memory_allocated()``."""
     return DeviceRuntime(device)
+
+
+@pytest.fixture
+def distributed(device: torch.device, dist_backend: str, devcaps: DeviceCapabilities,
+                request: pytest.FixtureRequest) -> DistributedRunner:
+    """Run a module-level function on N ranks of the test's device: ``distributed.run(fn, *args,
+    world_size=2)`` returns each rank's return value. Skips when the device has no
+    distributed backend (via ``dist_backend``) or too few devices for the world size;
+    ``PYTEST_DEVCAPS_DIST_SHARE_DEVICES=1`` lets several ranks share one accelerator where the backend
+    allows it. With pytest-timeout active, the rank watchdog fires before its timeout. Worlds
+    are reused between calls (``PYTEST_DEVCAPS_DIST_REUSE=0`` starts a fresh one every time) and
+    closed at the end of the session (``plugin.pytest_sessionfinish``)."""
+    from pytest_devcaps.distributed.fixture import make_runner
+
+    return make_runner(device, dist_backend, devcaps, request)

@@ -2,6 +2,10 @@
 
 Precedence: command line, then ``PYTEST_DEVCAPS_*`` environment variables, then ini keys
 (markers beat all of them for the tests they decorate). A bad value names where it came from.
+
+The variables are read and checked by one function, :func:`environment_settings`, which the
+unittest bridge (:mod:`pytest_devcaps.testcase`) calls too: a value refused under pytest is
+refused under unittest with the same words (a selection that names nothing, ``,,``, included).
 """
 
 from __future__ import annotations
@@ -9,11 +13,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import pytest
 
-from pytest_devcaps.errors import ConfigError
+from pytest_devcaps.errors import ConfigError, did_you_mean
 from pytest_devcaps._util.durations import (
     DEFAULT_PROBE_TIMEOUT,
     MAX_PROBE_TIMEOUT,
@@ -189,77 +193,163 @@ def _rank_timeout(text: str | None) -> float:
     return parse_seconds(text, "--devcaps-rank-timeout", maximum=MAX_PROBE_TIMEOUT)
 
 
-def _layered(config: pytest.Config, option: str, env: str, ini: str) -> Setting:
+def _layered(config: pytest.Config, option: str, env: Setting, ini: str) -> Setting:
+    """The command line's value, else the environment's (already checked), else the ini key's."""
     cli = config.getoption(option)
     if cli:
         return Setting(cli, f"--{option.replace('_', '-')}")
-    if os.environ.get(env):
-        return Setting(os.environ[env], f"{env} environment variable")
+    if env.value:
+        return env
     value = config.getini(ini) if ini else None
     if value:
         return Setting(value, f"ini option {ini} in {config.inipath}")
     return Setting(None, "default")
 
 
+def _layered_names(config: pytest.Config, option: str, env: Setting, ini: str) -> Setting:
+    found = _layered(config, option, env, ini)
+    return found if found is env else _names(found)
+
+
 def resolve_settings(config: pytest.Config) -> DevcapsSettings:
     """Resolve every option with its source; raises :class:`ConfigError` naming a bad one."""
-    devices = _layered(config, "devcaps_devices", ENV_DEVICES, "devcaps_devices")
-    except_ = _layered(config, "devcaps_except", ENV_EXCEPT, "devcaps_except")
-    require = _layered(config, "devcaps_require", ENV_REQUIRE, "devcaps_require")
-    profile = _layered(config, "devcaps_profile", ENV_PROFILE, "")
-    timeout = _layered(config, "devcaps_probe_timeout", ENV_PROBE_TIMEOUT, "devcaps_probe_timeout")
-
-    overrides: Setting
-    if config.getoption("devcaps_overrides"):
-        overrides = Setting(tuple(Path(p) for p in config.getoption("devcaps_overrides")),
-                            "--devcaps-overrides")
-    elif os.environ.get(ENV_OVERRIDES):
-        overrides = Setting(tuple(Path(p) for p in os.environ[ENV_OVERRIDES].split(os.pathsep) if p),
-                            f"{ENV_OVERRIDES} environment variable")
-    else:
-        overrides = Setting(tuple(config.getini("devcaps_overrides")),
-                            f"ini option devcaps_overrides in {config.inipath}")
-    for path in overrides.value:
-        if not Path(path).is_file():
-            state = "is not a regular file" if Path(path).exists() else "does not exist"
-            raise ConfigError(f"override file {str(path)!r} {state}", file=overrides.source)
-
-    settings: tuple[CapabilitySetting, ...] = ()
-    if config.getoption("devcaps_set"):
-        from pytest_devcaps.registry.inputs import CapabilitySetting
-
-        settings = tuple(CapabilitySetting.parse(text, source="--devcaps-set")
-                         for text in config.getoption("devcaps_set"))
+    env = environment_settings()
+    timeout = _layered(config, "devcaps_probe_timeout", env.probe_timeout, "devcaps_probe_timeout")
     timeout_value = DEFAULT_PROBE_TIMEOUT
-    if timeout.value not in (None, ""):
+    if timeout is env.probe_timeout:
+        timeout_value = timeout.value
+    elif timeout.value not in (None, ""):
         timeout_value = check_probe_timeout(timeout.value, source=timeout.source)
     return DevcapsSettings(
-        devices=_names(devices),
-        except_=_names(except_),
-        overrides=overrides,
-        profile=profile,
-        require=_names(require),
-        capability_settings=settings,
+        devices=_layered_names(config, "devcaps_devices", env.devices, "devcaps_devices"),
+        except_=_layered_names(config, "devcaps_except", env.except_, "devcaps_except"),
+        overrides=_overrides(config, env.overrides),
+        profile=_layered(config, "devcaps_profile", env.profile, ""),
+        require=_layered_names(config, "devcaps_require", env.require, "devcaps_require"),
+        capability_settings=_capability_settings(config),
         json_path=_json_path(config.getoption("devcaps_json")),
         reprobe=bool(config.getoption("devcaps_reprobe")),
         probe_timeout=Setting(timeout_value, timeout.source),
         pin_workers=bool(config.getoption("devcaps_pin_workers")),
-        hardware=_hardware(config),
+        hardware=_hardware(config, env.hardware),
         all_ranks=bool(config.getoption("devcaps_all_ranks")),
         rank_timeout=_rank_timeout(config.getoption("devcaps_rank_timeout")),
     )
 
 
-def _hardware(config: pytest.Config) -> Setting:
+def _overrides(config: pytest.Config, env: Setting) -> Setting:
+    if config.getoption("devcaps_overrides"):
+        overrides = Setting(tuple(Path(p) for p in config.getoption("devcaps_overrides")),
+                            "--devcaps-overrides")
+    elif env.value:
+        return env  # checked by environment_settings
+    else:
+        overrides = Setting(tuple(config.getini("devcaps_overrides")),
+                            f"ini option devcaps_overrides in {config.inipath}")
+    _check_override_files(overrides)
+    return overrides
+
+
+def _capability_settings(config: pytest.Config) -> tuple[CapabilitySetting, ...]:
+    if not config.getoption("devcaps_set"):
+        return ()
+    from pytest_devcaps.registry.inputs import CapabilitySetting
+
+    return tuple(CapabilitySetting.parse(text, source="--devcaps-set")
+                 for text in config.getoption("devcaps_set"))
+
+
+def _hardware(config: pytest.Config, env: Setting) -> Setting:
     """The selected hardware classes, lower-cased; checked against the vocabulary at collection
-    (a name of an out-of-tree backend needs the registry)."""
-    hardware = _layered(config, "devcaps_hardware", ENV_HARDWARE, "devcaps_hardware")
-    return Setting(hardware_names(hardware.value or ""), hardware.source)
+    (a name of an out-of-tree backend needs the registry). A value that names nothing (``,,``)
+    is an error, not "every class"."""
+    cli = config.getoption("devcaps_hardware")
+    if cli:
+        return _hardware_setting(Setting(cli, "--devcaps-hardware"))
+    if env.value:
+        return env
+    ini = config.getini("devcaps_hardware")
+    return _hardware_setting(Setting(ini, f"ini option devcaps_hardware in {config.inipath}")
+                             if ini else Setting(None, "default"))
+
+
+def _hardware_setting(setting: Setting) -> Setting:
+    names = hardware_names(setting.value or "")
+    if setting.value and not names:
+        raise ConfigError(f"{setting.value!r} names nothing", file=setting.source)
+    return Setting(names, setting.source)
 
 
 def hardware_names(text: str) -> tuple[str, ...]:
     """``--devcaps-hardware`` / ``PYTEST_DEVCAPS_HARDWARE`` text as lower-case class names
-    (empty entries dropped); the unittest bridge reads the variable with this too."""
-    return tuple(part.lower() for part in _split(text))
+    (empty entries dropped)."""
+    return tuple(dict.fromkeys(part.lower() for part in _split(text)))
+
+
+def check_device_types(devices: Setting, except_: Setting, present: Sequence[str]) -> None:
+    """A device type named in a selection must be a known one (ConfigError with the closest)
+    and, in ``devices``, present here: naming it says the run expects it."""
+    from pytest_devcaps.model import KNOWN_DEVICE_TYPES
+
+    known = list(dict.fromkeys([*KNOWN_DEVICE_TYPES, *present]))
+    for setting in (devices, except_):
+        for name in setting.value or ():
+            if name not in known:
+                raise ConfigError(f"unknown device type {name!r}{did_you_mean(name, known)}; "
+                                  f"present here: {', '.join(present)}", file=setting.source)
+            if name not in present and setting is devices:
+                raise ConfigError(f"device type {name!r} is not present on this machine (present: "
+                                  f"{', '.join(present)}); leave the option unset to run on every "
+                                  "type present", file=setting.source)
+
+
+ENVIRONMENT_VARIABLES = (ENV_DEVICES, ENV_EXCEPT, ENV_OVERRIDES, ENV_PROFILE, ENV_REQUIRE,
+                         ENV_PROBE_TIMEOUT, ENV_HARDWARE)
+"""The variables :func:`environment_settings` reads (``PYTEST_DEVCAPS_CACHE_DIR`` is read
+where the cache lives, by everyone alike)."""
+
+
+@dataclass(frozen=True)
+class EnvironmentSettings:
+    """What the ``PYTEST_DEVCAPS_*`` variables say, checked; an unset (or empty) variable is a
+    :class:`Setting` with value ``None`` (``()`` for lists) and source ``default``."""
+
+    devices: Setting
+    except_: Setting
+    overrides: Setting
+    profile: Setting
+    require: Setting
+    probe_timeout: Setting
+    hardware: Setting
+
+
+def _env(environ: Mapping[str, str], name: str) -> Setting:
+    value = environ.get(name)
+    return Setting(value, f"{name} environment variable") if value else Setting(None, "default")
+
+
+def environment_settings(environ: Mapping[str, str] | None = None) -> EnvironmentSettings:
+    """Read and check every ``PYTEST_DEVCAPS_*`` variable of :data:`ENVIRONMENT_VARIABLES`:
+    lists that name nothing, override files that are not regular files and bad timeouts raise
+    :class:`ConfigError` naming the variable. The one reading for pytest and unittest."""
+    env = os.environ if environ is None else environ
+    overrides = _env(env, ENV_OVERRIDES)
+    paths = tuple(Path(p) for p in (overrides.value or "").split(os.pathsep) if p)
+    _check_override_files(Setting(paths, overrides.source))
+    timeout = _env(env, ENV_PROBE_TIMEOUT)
+    if timeout.value is not None:
+        timeout = Setting(check_probe_timeout(timeout.value, source=timeout.source), timeout.source)
+    return EnvironmentSettings(
+        devices=_names(_env(env, ENV_DEVICES)), except_=_names(_env(env, ENV_EXCEPT)),
+        overrides=Setting(paths, overrides.source), profile=_env(env, ENV_PROFILE),
+        require=_names(_env(env, ENV_REQUIRE)), probe_timeout=timeout,
+        hardware=_hardware_setting(_env(env, ENV_HARDWARE)))
+
+
+def _check_override_files(overrides: Setting) -> None:
+    for path in overrides.value:
+        if not Path(path).is_file():
+            state = "is not a regular file" if Path(path).exists() else "does not exist"
+            raise ConfigError(f"override file {str(path)!r} {state}", file=overrides.source)
 
 

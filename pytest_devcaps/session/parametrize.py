@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_devcaps.errors import MarkerError
 from pytest_devcaps.marks.names import DEVICE_NAMES, DTYPE_NAMES
 from pytest_devcaps.marks.evaluation import dtype_name, dtypes_for
 
@@ -80,8 +81,7 @@ def _device_ids(keys: list[str]) -> list[str]:
 
 def _parametrize_dtypes(metafunc: pytest.Metafunc, argname: str, values: list[Any]) -> None:
     if not values:
-        pytest.fail(f"{metafunc.definition.nodeid}: dtypes() needs at least one dtype",
-                    pytrace=False)
+        raise MarkerError("dtypes", "needs at least one dtype")
     metafunc.parametrize(argname, values, ids=[dtype_name(v) for v in values], indirect=True)
 
 
@@ -92,7 +92,7 @@ def _dtype_argname(metafunc: pytest.Metafunc) -> str | None:
     if name is None and "dtype" in metafunc.fixturenames and not is_ours(metafunc, "dtype") \
             and not user_parametrizes(metafunc, "dtype"):
         where = getattr(getattr(defined_by(metafunc, "dtype"), "__code__", None), "co_filename", "?")
-        pytest.fail(f"{metafunc.definition.nodeid}: dtypes() parametrizes devcaps' dtype fixture, "
-                    f"but this test's `dtype` is the project's own (defined in {where}); request "
-                    "`devcaps_dtype` instead", pytrace=False)
+        raise MarkerError("dtypes", "parametrizes devcaps' dtype fixture, but this test's "
+                          f"`dtype` is the project's own (defined in {where}); request "
+                          "`devcaps_dtype` instead")
     return name

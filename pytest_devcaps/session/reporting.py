@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from pytest_devcaps.errors import DevcapsError
-from pytest_devcaps.report.formats import stamp
 from pytest_devcaps.session.state import SessionState, session_state
 
 
@@ -130,17 +129,22 @@ class ReportingPlugin:
         terminalreporter.line(f"{total} test(s) skipped for missing capabilities")
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        """The JSON report, with ``session.exitstatus`` as it stands now: under torchrun rank 0
+        has by now counted every other rank's failures (``torchrun.RankSession``, tryfirst)."""
         state = session_state(self.config)
         if state.is_worker or not state.settings.json_path or state.settings.profile.value:
             return  # a plan wrote its own report (plan.pytest_runtestloop)
         path = json_report_path(state)
         if path is None:
-            return  # another rank of a launched world writes it
+            return
+        ranks = self.config.pluginmanager.get_plugin("devcaps-ranks")  # parallel.torchrun
+        peers = ranks.peer_fields() if ranks is not None else {}
         try:
             write_json_report(path, state, list(self.outcomes.tests.values()),
-                              exitstatus=int(exitstatus), mode="run",
+                              exitstatus=int(session.exitstatus), mode="run",
                               outcomes={"summary": dict(self.outcomes.summary),
-                                        "collection_errors": self.outcomes.collection_errors})
+                                        "collection_errors": self.outcomes.collection_errors,
+                                        **peers})
         except (OSError, DevcapsError) as exc:  # the path changed since configure checked it
             message = f"pytest-devcaps: --devcaps-json: cannot write {state.settings.json_path!r}: {exc}"
             terminal = self.config.pluginmanager.get_plugin("terminalreporter")
@@ -153,14 +157,13 @@ class ReportingPlugin:
 
 
 def json_report_path(state: SessionState) -> Path | None:
-    """``--devcaps-json`` with ``{rank}``, ``{host}``... filled in; None where this rank of a
-    launched world writes none (``ranks.report_path``)."""
+    """``--devcaps-json`` with ``{rank}``, ``{host}``... filled in (every rank of a launched
+    world writes one: ``ranks.report_path``); None without ``--devcaps-json``."""
     from pytest_devcaps.distributed.ranks import launched_world, report_path
 
     if not state.settings.json_path:
         return None
-    path = report_path(state.settings.json_path, launched_world())
-    return None if path is None else Path(path)
+    return Path(report_path(state.settings.json_path, launched_world()))
 
 
 def hardware_counts(tests: list[dict[str, Any]]) -> dict[str, int]:
@@ -175,6 +178,7 @@ def write_json_report(path: Path, state: SessionState, tests: list[dict[str, Any
     ``world_size``, ``local_rank``, ``host``)."""
     from pytest_devcaps._util.files import write_atomic
     from pytest_devcaps.distributed.ranks import launched_world, report_fields
+    from pytest_devcaps.report.formats import stamp  # a session without a report never loads it
 
     registry = state.registry
     payload = {

@@ -149,7 +149,8 @@ EXPECTED: dict[str, dict[str, tuple[Level, tuple[str, ...]]]] = {
         "mm.int8": (U, ("MPS",)), "attention.flex": (N, ()),
     },
     "cpu-amx": {
-        "dtype.fp8_e4m3fn": (E, ()), "dtype.fp8_e4m3fnuz": (E, ()), "mm.scaled": (N, ("AMX-INT8",)),
+        "dtype.fp8_e4m3fn": (E, ("reference kernel",)), "dtype.fp8_e4m3fnuz": (E, ("rowwise",)),
+        "mm.scaled": (E, ("oneDNN reference kernel: orders of magnitude slower than bf16", "AMX-INT8")),
         "mm.scaled_rowwise": (E, ("rowwise",)), "attention.flash": (N, ()),
         "attention.mem_efficient": (U, ()), "runtime.graphs": (U, ("cpu",)),
         "runtime.pinned_memory": (U, ("host-to-accelerator",)), "dtype.tf32": (U, ("AMX-FP16",)),
@@ -157,8 +158,11 @@ EXPECTED: dict[str, dict[str, tuple[Level, tuple[str, ...]]]] = {
         "compile.triton": (U, ()), "dist.gloo": (N, ()), "dist.nccl": (U, ("found cpu cpu",)),
         "mm.int8": (N, ()), "attention.flex": (N, ("AVX2",)),
     },
-    "cpu-granite-rapids": {"dtype.tf32": (N, ("AMX-FP16",)), "dtype.fp8_e4m3fnuz": (U, ("oneDNN",)),
-                           "dtype.fp8_e4m3fn": (E, ()), "mm.scaled": (N, ())},
+    "cpu-granite-rapids": {"dtype.tf32": (N, ("AMX-FP16",)),
+                           "dtype.fp8_e4m3fnuz": (E, ("rowwise", "fp32-upcast", "no fnuz")),
+                           "dtype.fp8_e5m2fnuz": (E, ("rowwise",)),
+                           "dtype.fp8_e4m3fn": (E, ("reference kernel",)),
+                           "mm.scaled": (E, ("oneDNN reference kernel",))},
     "cpu-zen4": {"dtype.bf16": (N, ("avx512_bf16",)), "dtype.fp16": (E, ()), "mm.scaled": (E, ()),
                  "dtype.tf32": (U, ())},
     "cpu-avx2": {"dtype.bf16": (E, ()), "dtype.fp16": (E, ()), "mm.int8": (N, ()),
@@ -247,8 +251,10 @@ def test_int_mm_follows_its_dispatch_keys(catalogue: Catalogue, identity: Device
 
 @pytest.mark.parametrize(("isa", "scaled", "rowwise"), [
     # Blas.cpp _scaled_mm_out_cpu: oneDNN (mkldnn_scaled_mm) needs single-element scales and
-    # amx_int8 (same dtypes); rowwise scales always take the fp32-upcast fallback
-    (("avx2", "avx512", "avx512_bf16", "amx_bf16", "amx_int8"), N, E),
+    # amx_int8 (same dtypes), and runs fp8 on its reference kernel there (ONEDNN_VERBOSE
+    # ref:any): emulated, like the fp32-upcast fallback that rowwise scales always take
+    (("avx2", "avx512", "avx512_bf16", "amx_bf16", "amx_int8"), E, E),
+    (("avx2", "avx512", "avx512_bf16", "amx_bf16", "amx_int8", "amx_fp16"), E, E),
     (("avx2", "avx512", "avx512_bf16", "amx_bf16"), E, E),  # amx_bf16 alone does not count
     (("avx2",), E, E),
 ])
@@ -256,6 +262,43 @@ def test_cpu_scaled_mm_takes_the_onednn_path_only_as_pytorch_does(
         catalogue: Catalogue, isa: tuple[str, ...], scaled: Level, rowwise: Level) -> None:
     assert _level(catalogue, _cpu(*isa), "mm.scaled") is scaled
     assert _level(catalogue, _cpu(*isa), "mm.scaled_rowwise") is rowwise
+
+
+def test_cpu_scaled_mm_with_amx_int8_names_the_onednn_reference_kernel(catalogue: Catalogue) -> None:
+    """Tensorwise fp8 on AMX-INT8 reaches oneDNN's reference matmul (ref:any, ~4,700x the bf16
+    time at 1024^3): the answer is emulated and the reason names the cost, never native."""
+    for isa in (("avx512", "amx_bf16", "amx_int8"), ("avx512", "amx_bf16", "amx_int8", "amx_fp16")):
+        verdict = classify(catalogue, _cpu(*isa))["mm.scaled"]
+        assert verdict.level is E
+        assert "oneDNN reference kernel: orders of magnitude slower than bf16" in verdict.reason
+    plain = classify(catalogue, _cpu("avx2"))["mm.scaled"]
+    assert plain.level is E and "reference kernel" not in plain.reason  # the upcast path
+
+
+@pytest.mark.parametrize("isa", [
+    ("avx2",), ("avx512", "amx_bf16", "amx_int8"), ("avx512", "amx_bf16", "amx_int8", "amx_fp16"),
+])
+@pytest.mark.parametrize("capability", ["dtype.fp8_e4m3fnuz", "dtype.fp8_e5m2fnuz"])
+def test_cpu_fnuz_is_emulated_because_rowwise_scales_take_the_upcast_path(
+        catalogue: Catalogue, isa: tuple[str, ...], capability: str) -> None:
+    # Blas.cpp _scaled_mm_out_cpu: mkldnn_scaled_mm (no fnuz types) only for single-element
+    # scales; rowwise-scaled fnuz goes to _scaled_mm_out_cpu_emulated (measured correct on AMX)
+    verdict = classify(catalogue, _cpu(*isa))[capability]
+    assert verdict.level is E, verdict.reason
+    if "amx_int8" in isa:
+        assert "rowwise" in verdict.reason and "no fnuz" in verdict.reason
+
+
+@pytest.mark.parametrize("profile", ["cpu-amx", "cpu-granite-rapids"])
+def test_pytorchs_dtype_fp8_is_not_native_on_amx_profiles(profile: str) -> None:
+    """dtype.fp8 is PyTorch's alias of mm.scaled: requires_capability("dtype.fp8", native=True)
+    must not run on an AMX CPU, whose fp8 GEMM is oneDNN's reference kernel."""
+    from pytest_devcaps.registry import RegistryOptions, build_registry
+
+    registry = build_registry(RegistryOptions(profile=profile))
+    record = registry.record("dtype.fp8", "cpu")
+    assert record.capability == "mm.scaled"
+    assert record.level is E and "oneDNN reference kernel" in record.reason
 
 
 @pytest.mark.parametrize(("isa", "level"), [
@@ -413,8 +456,10 @@ def test_missing_facts_leave_the_answer_to_the_probe(catalogue: Catalogue) -> No
 
 
 @pytest.mark.parametrize(("isa", "fp16", "bf16", "fnuz"), [
-    # mkldnn Utils.h mkldnn_fp16_device_check (avx512_fp16 / amx_fp16); AVX512_BF16 / AMX-BF16
-    (("avx2", "avx512", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_int8", "amx_fp16"), N, N, U),
+    # mkldnn Utils.h mkldnn_fp16_device_check (avx512_fp16 / amx_fp16); AVX512_BF16 / AMX-BF16;
+    # fnuz: rowwise scales take Blas.cpp's fp32-upcast path on every CPU (oneDNN only refuses
+    # tensorwise fnuz), so it is emulated with AMX-FP16 too
+    (("avx2", "avx512", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_int8", "amx_fp16"), N, N, E),
     (("avx2", "avx512", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_int8"), N, N, E),
     (("avx2", "avx512", "avx512_fp16"), N, E, E),  # avx512_fp16 without AMX
     (("avx2", "avx512", "avx512_bf16"), E, N, E),  # avx512_bf16 without AMX (Zen 4)
@@ -426,7 +471,7 @@ def test_cpus_with_and_without_amx_avx512_fp16_avx512_bf16(
     identity = _cpu(*isa)
     assert _level(catalogue, identity, "dtype.fp16") is fp16
     assert _level(catalogue, identity, "dtype.bf16") is bf16
-    assert _level(catalogue, identity, "dtype.fp8_e4m3fnuz") is fnuz  # oneDNN has no fnuz
+    assert _level(catalogue, identity, "dtype.fp8_e4m3fnuz") is fnuz
 
 
 def test_arm_features_are_unknown_where_the_backend_cannot_read_them(catalogue: Catalogue) -> None:

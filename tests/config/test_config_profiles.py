@@ -86,3 +86,62 @@ def test_unknown_profile_name_suggests_closest(catalogue: Catalogue) -> None:
 def test_missing_profile_file(catalogue: Catalogue, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="file not found"):
         load_profile(tmp_path / "nope.yaml", catalogue)
+
+
+def _fleet(path: Path, devices: int, extra: str = "") -> Path:
+    row = ('    - {{type: cuda, vendor: nvidia, arch: sm_90, index: {i}, memory_gib: 80, '
+           'facts: {{sm: 90, cuda_version: "12.8"}}}}\n')
+    path.write_text("devcaps: 1\nprofile:\n  name: fleet\n  devices:\n"
+                    + "".join(row.format(i=i) for i in range(devices)) + extra)
+    return path
+
+
+def _cpu_seconds(catalogue: Catalogue, path: Path) -> float:
+    import time
+
+    start = time.process_time()
+    profile = load_profile(path, catalogue)
+    spent = time.process_time() - start
+    assert profile.identities[-1].index == len(profile.identities) - 1
+    return spent
+
+
+def test_a_profile_of_many_devices_loads_in_linear_time(catalogue: Catalogue,
+                                                        tmp_path: Path) -> None:
+    """Hostile: a fleet profile 8 times larger must cost about 8 times more, not 64 (CPU time,
+    which other processes on a busy machine disturb far less than wall time; the best of two)."""
+    small = _fleet(tmp_path / "small.yaml", 500)
+    large = _fleet(tmp_path / "large.yaml", 4_000)
+    per_small = min(_cpu_seconds(catalogue, small) for _ in range(2)) / 500
+    per_large = min(_cpu_seconds(catalogue, large) for _ in range(2)) / 4_000
+    assert per_large < 2.5 * per_small, (per_small, per_large)
+
+
+def test_parsing_leaves_the_garbage_collector_as_it_found_it(catalogue: Catalogue,
+                                                             tmp_path: Path) -> None:
+    import gc
+
+    broken = _fleet(tmp_path / "broken.yaml", 10, extra="    - [unclosed\n")
+    assert gc.isenabled()
+    with pytest.raises(ConfigError, match="YAML syntax error"):
+        load_profile(broken, catalogue)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        load_profile(_fleet(tmp_path / "ok.yaml", 10), catalogue)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_a_star_inside_a_string_still_gets_the_alias_check(catalogue: Catalogue,
+                                                            tmp_path: Path) -> None:
+    """The alias check is skipped only where no alias can be: a '*' anywhere turns it on, so a
+    bomb hidden after a '*' in a string is still refused."""
+    bomb = ("devcaps: 1\nprofile:\n  name: 'a*b'\n  devices:\n    - &d0 {type: cpu, arch: x}\n"
+            + "".join(f"    - &d{i} [*d{i - 1}, *d{i - 1}, *d{i - 1}, *d{i - 1}, *d{i - 1}, "
+                      f"*d{i - 1}, *d{i - 1}, *d{i - 1}, *d{i - 1}]\n" for i in range(1, 9)))
+    path = tmp_path / "bomb.yaml"
+    path.write_text(bomb)
+    with pytest.raises(ConfigError, match="an alias bomb"):
+        load_profile(path, catalogue)

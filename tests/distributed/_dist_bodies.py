@@ -63,3 +63,17 @@ def fail_on_rank_one(ctx: RankContext) -> int:
     if ctx.rank == 1:
         raise RuntimeError("rank one fails")
     return os.getpid()
+
+
+def escapes_then_holds_the_gil(ctx: RankContext) -> None:
+    """Starts ``sleep 1000`` in its group and in a session of its own, notes its pid and theirs,
+    then blocks in C code holding the GIL (no Python thread or handler can run in this rank)."""
+    import ctypes
+    import subprocess
+
+    stay = subprocess.Popen(["sleep", "1000"])
+    escape = subprocess.Popen(["sleep", "1000"], start_new_session=True)
+    folder = os.environ["DEVCAPS_TEST_PIDS"]
+    for pid in (os.getpid(), stay.pid, escape.pid):
+        open(os.path.join(folder, f"{ctx.rank}-{pid}"), "w").close()
+    ctypes.PyDLL(None).sleep(1000)  # PyDLL keeps the GIL held during the call

@@ -25,12 +25,12 @@ _REFUSED = f"must be a finite number of seconds above 0 and at most {threading.T
 
 
 @pytest.mark.parametrize("value, message", [
-    (value, f"DEVCAPS_DIST_TIMEOUT: {_REFUSED}, got '{value}'")
+    (value, f"PYTEST_DEVCAPS_DIST_TIMEOUT: {_REFUSED}, got '{value}'")
     for value in ("abc", "nan", "inf", "-5", "0", "1e300")
 ])
 def test_a_bad_watchdog_variable_fails_before_any_rank_starts(
         monkeypatch: pytest.MonkeyPatch, value: str, message: str) -> None:
-    monkeypatch.setenv("DEVCAPS_DIST_TIMEOUT", value)
+    monkeypatch.setenv("PYTEST_DEVCAPS_DIST_TIMEOUT", value)
     runner = DistributedRunner("cpu", "gloo", launch=None)
     with pytest.raises(ConfigError) as error:
         runner.run(_bodies.pid, world_size=2)
@@ -38,26 +38,26 @@ def test_a_bad_watchdog_variable_fails_before_any_rank_starts(
 
 
 def test_other_variables_and_explicit_timeouts_are_checked_too(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("DEVCAPS_DIST_PG_TIMEOUT", "soon")
-    with pytest.raises(ConfigError, match="^DEVCAPS_DIST_PG_TIMEOUT: .* got 'soon'"):
+    monkeypatch.setenv("PYTEST_DEVCAPS_DIST_PG_TIMEOUT", "soon")
+    with pytest.raises(ConfigError, match="^PYTEST_DEVCAPS_DIST_PG_TIMEOUT: .* got 'soon'"):
         WorldOptions(timeout_s=10).effective_pg_timeout()
-    monkeypatch.delenv("DEVCAPS_DIST_PG_TIMEOUT")
+    monkeypatch.delenv("PYTEST_DEVCAPS_DIST_PG_TIMEOUT")
     with pytest.raises(ConfigError, match="^timeout_s: must be a finite number .* got nan"):
         DistributedRunner("cpu", "gloo", launch=None).run(_bodies.pid, timeout_s=float("nan"))
-    monkeypatch.setenv("DEVCAPS_DIST_SHARE_DEVICES", "maybe")
-    with pytest.raises(ConfigError, match="^DEVCAPS_DIST_SHARE_DEVICES: expected 1/true/yes/on or "
+    monkeypatch.setenv("PYTEST_DEVCAPS_DIST_SHARE_DEVICES", "maybe")
+    with pytest.raises(ConfigError, match="^PYTEST_DEVCAPS_DIST_SHARE_DEVICES: expected 1/true/yes/on or "
                                           "0/false/no/off, got 'maybe'"):
         settings.share_devices()
-    monkeypatch.setenv("DEVCAPS_DIST_REUSE", "2")
-    with pytest.raises(ConfigError, match="^DEVCAPS_DIST_REUSE: "):
+    monkeypatch.setenv("PYTEST_DEVCAPS_DIST_REUSE", "2")
+    with pytest.raises(ConfigError, match="^PYTEST_DEVCAPS_DIST_REUSE: "):
         WorldOptions().reused()
-    monkeypatch.setenv("DEVCAPS_DIST_REUSE", " Off ")
+    monkeypatch.setenv("PYTEST_DEVCAPS_DIST_REUSE", " Off ")
     assert WorldOptions().reused() is False
 
 
 def test_a_bad_variable_does_not_break_sessions_that_do_not_spawn() -> None:
     """Read where used, not at import: the plugin and harness import fine with a bad value."""
-    env = {**os.environ, "DEVCAPS_DIST_TIMEOUT": "abc", "DEVCAPS_DIST_PG_TIMEOUT": "nan"}
+    env = {**os.environ, "PYTEST_DEVCAPS_DIST_TIMEOUT": "abc", "PYTEST_DEVCAPS_DIST_PG_TIMEOUT": "nan"}
     done = subprocess.run([sys.executable, "-c", "import pytest_devcaps.distributed.harness, "
                            "pytest_devcaps.distributed.fixture; print('ok')"],
                           env=env, capture_output=True, text=True)

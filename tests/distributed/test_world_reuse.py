@@ -69,7 +69,7 @@ def test_other_environment_or_world_size_gets_its_own_world(runner: DistributedR
 
 
 def test_fresh_worlds_when_reuse_is_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("DEVCAPS_DIST_REUSE", "0")
+    monkeypatch.setenv("PYTEST_DEVCAPS_DIST_REUSE", "0")
     runner = DistributedRunner("cpu", "gloo", timeout_s=60, launch=None)
     first = runner.run(_bodies.pid, world_size=1)
     assert runner.run(_bodies.pid, world_size=1) != first

@@ -47,21 +47,36 @@ def _world(monkeypatch: pytest.MonkeyPatch, accelerator: str | None, driver: obj
     monkeypatch.setattr(triton_support, "active_driver", lambda: driver)
 
 
-@pytest.mark.parametrize(("device", "triton", "expected"), [
-    ("cpu", False, "cpu"),
-    ("meta", False, "reference"),
-    ("meta", True, "triton"),
-    ("cpu", True, "triton"),
+@pytest.mark.parametrize(("drives", "triton", "expected"), [
+    (True, True, "triton"), (True, False, "reference"),
 ])
-def test_the_callers_predicate_decides(device: str, triton: bool, expected: str) -> None:
+def test_the_callers_predicate_narrows_where_triton_runs(
+        monkeypatch: pytest.MonkeyPatch, drives: bool, triton: bool, expected: str) -> None:
+    _world(monkeypatch, "xpu", FakeDriver(FakeTarget("xpu"), "xpu") if drives else None)
     asked: list[torch.device] = []
 
     def triton_available(dev: torch.device) -> bool:
         asked.append(dev)
         return triton
 
-    assert choose_backend(torch.device(device), triton_available=triton_available) == expected
-    assert asked == [torch.device(device)]
+    assert choose_backend(torch.device("xpu"), triton_available=triton_available) == expected
+    assert asked == [torch.device("xpu")]
+
+
+@pytest.mark.parametrize(("device", "expected"), [("cpu", "cpu"), ("meta", "reference")])
+def test_a_yes_predicate_never_brings_triton_where_it_cannot_run(device: str, expected: str) -> None:
+    """auto only narrows: the docstring's own kind of predicate, saying yes for CPU tensors,
+    still runs the cpu backend (Triton would raise there), and the call works."""
+    def yes(dev: torch.device) -> bool:
+        return True
+
+    assert choose_backend(torch.device(device), triton_available=yes) == expected
+    if device == "cpu":
+        a = torch.randn(8, 16).to(torch.float8_e4m3fn)
+        b = torch.randn(16, 4).to(torch.float8_e4m3fn)
+        y, _ = scaled_mm(a, b, 0.5, 2.0, triton_available=yes)
+        assert last_backend() == "cpu" and y is not None
+        assert torch.allclose(y.float(), (a.float() @ b.float()).to(torch.bfloat16).float())
 
 
 def test_scaled_mm_hands_its_predicate_to_auto_only() -> None:
@@ -73,7 +88,7 @@ def test_scaled_mm_hands_its_predicate_to_auto_only() -> None:
         return False
 
     scaled_mm(a, b, triton_available=no_triton)
-    assert last_backend() == "cpu" and asked == [torch.device("cpu")]
+    assert last_backend() == "cpu" and asked == []  # Triton cannot run on CPU: nothing to narrow
 
     def never(dev: torch.device) -> bool:
         raise AssertionError("an explicit backend must not ask")

@@ -5,16 +5,21 @@ pytest-timeout. The launched runs start ``torchrun --nproc-per-node 2`` on the C
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from pytest_devcaps.errors import ConfigError
-from pytest_devcaps.distributed.ranks import LaunchInfo, check_report_path, launched_world, report_path
-from pytest_devcaps.parallel.torchrun import describe_difference
+from pytest_devcaps.commands.main import main
+from pytest_devcaps.distributed.ranks import (LaunchInfo, check_report_path, host_name, launched_world,
+                                  report_path)
+from pytest_devcaps.parallel.torchrun import QuietStream, describe_difference
 
 from _acme import acme_conftest
 
@@ -34,17 +39,33 @@ def test_launched_world_reads_the_launcher_environment() -> None:
 
 
 def test_report_path_placeholders() -> None:
+    """Every rank writes its report (a rank that dies before writing is known missing)."""
     rank1 = LaunchInfo(rank=1, world_size=2, local_rank=1)
     assert report_path("r-{rank}.json", rank1) == "r-1.json"
-    assert report_path("r.json", rank1) is None  # ranks would overwrite rank 0's report
+    assert report_path("out/r.json", rank1) == "out/r-rank1.json"  # beside rank 0's
     assert report_path("r.json", LaunchInfo(0, 2, 0)) == "r.json"
     assert report_path("r.json", None) == "r.json"
+    assert report_path("report", rank1) == "report-rank1"
+    assert report_path(".json", rank1) == ".json-rank1"
     second_host = LaunchInfo(rank=2, world_size=4, local_rank=0)
-    assert report_path("{host}.json", second_host) is not None  # the first rank of its host
-    assert report_path("{host}.json", rank1) is None
+    assert report_path("{host}.json", second_host) == f"{host_name()}.json"  # first of its host
+    assert report_path("{host}.json", rank1) == f"{host_name()}-rank1.json"
     check_report_path("out/{host}-{rank}-{local_rank}-of-{world_size}.json")
     with pytest.raises(ConfigError, match=r"unknown placeholder \{rnak\}.*did you mean 'rank'"):
         check_report_path("r-{rnak}.json")
+
+
+def test_a_quiet_rank_says_only_what_other_threads_write() -> None:
+    """The main thread's terminal output is dropped; pytest-timeout's dump from its timer
+    thread gets through."""
+    target = io.StringIO()
+    stream = QuietStream(target)
+    assert stream.write("PASSED\n") == 7 and not stream.isatty()
+    timer = threading.Thread(target=stream.write, args=("+++ Timeout +++\n",))
+    timer.start()
+    timer.join()
+    stream.flush()
+    assert target.getvalue() == "+++ Timeout +++\n"
 
 
 def test_collection_differences_name_the_ids() -> None:
@@ -212,3 +233,61 @@ def test_unknown_json_placeholder_is_a_usage_error(pytester: pytest.Pytester) ->
     result = pytester.runpytest("--devcaps-json=report-{rnak}.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: *unknown placeholder {rnak} (did you mean 'rank'?)*"])
+
+
+# -- a rank that times out or dies: every report written, rank 0 names it, the merge too ---------
+
+STUCK_ON_ONE = """
+import os, time
+
+def test_stuck_on_rank_one():
+    if os.environ["RANK"] == "1":
+        time.sleep(300)
+"""
+
+
+def test_pytest_timeout_fires_on_a_quiet_rank(pytester: pytest.Pytester) -> None:
+    """A 10 s pytest-timeout (thread method) on rank 1 fires in about 10 s, says Timeout, and
+    rank 0's report names rank 1; the bound is generous (the launcher and two interpreters
+    start on a loaded machine), far below the 300 s the test would otherwise sleep."""
+    pytest.importorskip("pytest_timeout")
+    pytester.makepyfile(test_stuck=STUCK_ON_ONE)
+    started = time.monotonic()
+    result = _torchrun(pytester, "-p", "no:randomly", "--timeout=10", "--timeout-method=thread",
+                       "--devcaps-json=report.json")
+    took = time.monotonic() - started
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret != 0, out
+    assert took < 150, f"{took:.0f} s: the timeout did not fire"
+    assert "+ Timeout +" in out and "time.sleep(300)" in out, out  # pytest-timeout's own dump
+    assert "AssertionError" not in out
+    zero = json.loads((pytester.path / "report.json").read_text())
+    assert zero["peers"] == {"failed": [], "silent": [1]} and zero["exitstatus"] != 0
+    assert not (pytester.path / "report-rank1.json").exists()  # rank 1 ended inside its test
+
+
+KILLED_ON_ONE = """
+import os, signal
+
+def test_rank_one_dies():
+    if os.environ["RANK"] == "1":
+        os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_killed_rank_fails_the_run_and_the_merge_names_it(
+        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    pytester.makepyfile(test_killed=KILLED_ON_ONE)
+    result = _torchrun(pytester, "-p", "no:randomly", "--devcaps-json=report.json")
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret != 0, out
+    assert "rank 1 did not report its results" in out, out
+    zero = json.loads((pytester.path / "report.json").read_text())
+    assert zero["exitstatus"] != 0 and zero["peers"]["silent"] == [1]
+    assert zero["summary"] == {"passed": 1}  # rank 0's own test passed; its run did not
+    assert not (pytester.path / "report-rank1.json").exists()
+    capsys.readouterr()
+    assert main(["report", "merge", str(pytester.path / "report.json"), "-o", "-"]) == 1
+    err = capsys.readouterr().err
+    assert "no report from rank(s) 1" in err, err
+    assert "rank 1 never reported its results (rank 0 says: it died or hung)" in err

@@ -170,3 +170,101 @@ def test_hardware_selection_under_unittest(pytester: pytest.Pytester,
     monkeypatch.setenv("PYTEST_DEVCAPS_HARDWARE", "acclerator")
     plain = pytester.run(sys.executable, "-m", "unittest", "test_classes", timeout=300)
     assert "unknown hardware class 'acclerator' (did you mean 'accelerator'?)" in plain.stderr.str()
+
+
+ENV_SUITE = """
+import unittest
+
+import pytest
+
+from pytest_devcaps import DevcapsTestCase, requires_capability
+
+
+class TestEnv(DevcapsTestCase):
+    def test_plain(self):
+        pass
+
+    @requires_capability("dtype.fp64")
+    def test_fp64(self):
+        pass
+
+
+class TestEnvCPU(DevcapsTestCase):
+    device_type = "cpu"
+
+    def test_on_cpu(self):
+        pass
+"""
+
+_OVERRIDE = """devcaps: 1
+overrides:
+  - match: {type: cpu}
+    set:
+      dtype.fp64: {level: unsupported, reason: "turned off by an override"}
+"""
+
+
+def _unittest(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+              **env: str) -> tuple[int, str]:
+    for name in ("HARDWARE", "DEVICES", "EXCEPT", "REQUIRE", "PROFILE", "OVERRIDES",
+                 "PROBE_TIMEOUT"):
+        monkeypatch.delenv(f"PYTEST_DEVCAPS_{name}", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(f"PYTEST_DEVCAPS_{name}", value)
+    result = pytester.run(sys.executable, "-m", "unittest", "-v", "test_env", timeout=300)
+    return result.ret, result.stderr.str()
+
+
+def test_an_empty_hardware_selection_is_an_error_under_both_runners(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hostile: ``,,`` used to skip every unittest test (run OK) and run every pytest test."""
+    pytester.makepyfile(test_env=ENV_SUITE)
+    code, output = _unittest(pytester, monkeypatch, HARDWARE=",,")
+    message = "PYTEST_DEVCAPS_HARDWARE environment variable: ',,' names nothing"
+    assert code == 1 and output.count(message) == 3, output
+    assert "FAILED (errors=3)" in output
+    result = pytester.runpytest("-p", "no:randomly")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: *{message}*"])
+    monkeypatch.delenv("PYTEST_DEVCAPS_HARDWARE")
+    result = pytester.runpytest("-p", "no:randomly", "--devcaps-hardware=, ,")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: *--devcaps-hardware: ', ,' names nothing*"])
+
+
+@pytest.mark.parametrize(("env", "message"), [
+    ({"PROBE_TIMEOUT": "nan"}, "PYTEST_DEVCAPS_PROBE_TIMEOUT environment variable: "),
+    ({"DEVICES": ",cpu,"}, None),  # a trailing comma is fine
+    ({"DEVICES": "xpuu"}, "unknown device type 'xpuu' (did you mean 'xpu'?)"),
+    ({"EXCEPT": ","}, "PYTEST_DEVCAPS_EXCEPT environment variable: ',' names nothing"),
+    ({"REQUIRE": "dtype.bf61"}, "unknown capability 'dtype.bf61' (did you mean 'dtype.bf16'?)"),
+    ({"OVERRIDES": "missing.yaml"}, "override file 'missing.yaml' does not exist"),
+    ({"PROFILE": "nvidia-h100"}, "planning against a device profile is pytest's"),
+])
+def test_every_variable_is_checked_under_unittest_as_under_pytest(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, env: dict[str, str],
+        message: str | None) -> None:
+    pytester.makepyfile(test_env=ENV_SUITE)
+    code, output = _unittest(pytester, monkeypatch, **env)
+    if message is None:
+        assert code == 0 and "OK" in output, output
+        return
+    assert code == 1 and output.count(message) == 3 and "FAILED (errors=3)" in output, output
+
+
+def test_the_variables_unittest_can_honour_are_honoured(pytester: pytest.Pytester,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile(test_env=ENV_SUITE)
+    pytester.path.joinpath("off.yaml").write_text(_OVERRIDE)
+    code, output = _unittest(pytester, monkeypatch, OVERRIDES="off.yaml", EXCEPT="cpu")
+    assert code == 0, output
+    assert ("test_fp64 (test_env.TestEnv.test_fp64) ... skipped 'requires dtype.fp64 on cpu: "
+            "unsupported (override:") in output
+    assert ("test_on_cpu (test_env.TestEnvCPU.test_on_cpu) ... skipped 'device type cpu left "
+            "out (PYTEST_DEVCAPS_EXCEPT=cpu)'") in output
+    assert "test_plain (test_env.TestEnv.test_plain) ... ok" in output
+    code, output = _unittest(pytester, monkeypatch, OVERRIDES="off.yaml",
+                             REQUIRE="dtype.fp64")
+    assert code == 1 and "FAILED (errors=1)" in output, output
+    assert ("dtype.fp64 required on this runner (PYTEST_DEVCAPS_REQUIRE environment variable) "
+            "but: requires dtype.fp64 on cpu: unsupported") in output

@@ -82,3 +82,22 @@ def hangs_with_pid(device: str) -> ProbeOutcome:
         handle.write(str(os.getpid()))
     time.sleep(600)
     return ProbeOutcome(Level.NATIVE, "woke up")
+
+
+#: The escaping probe writes the pids of its grandchildren here, one per line.
+ESCAPEES_PID_FILE = "DEVCAPS_TEST_ESCAPEES_PID_FILE"
+
+
+def spawns_escapees(device: str) -> ProbeOutcome:
+    """Starts ``sleep 1000`` twice: one stays in the child's process group, one leaves it for a
+    session of its own (``setsid``), as daemonising helpers do; then hangs."""
+    stay = subprocess.Popen(["sleep", "1000"])
+    escape = subprocess.Popen(["sleep", "1000"], start_new_session=True)
+    path = os.environ[ESCAPEES_PID_FILE]
+    with open(path + ".tmp", "w") as handle:
+        handle.write(f"{stay.pid}\n{escape.pid}\n")
+    os.replace(path + ".tmp", path)
+    if os.environ.get("DEVCAPS_TEST_ESCAPEES_RETURN"):
+        return ProbeOutcome(Level.NATIVE, "left two sleepers behind")
+    time.sleep(600)
+    return ProbeOutcome(Level.NATIVE, "woke up")

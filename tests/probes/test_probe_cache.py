@@ -148,3 +148,51 @@ def test_storing_over_something_that_is_not_a_file_is_harmless(tmp_path: Path) -
     lookup = cache.load("k")
     assert lookup.outcomes == {} and lookup.problem is not None
     assert "a directory, not a regular file" in lookup.problem
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX modes and owners")
+@pytest.mark.parametrize("mode", [0o777, 0o770, 0o722, 0o1777])
+def test_a_cache_directory_others_may_write_is_neither_read_nor_written(
+        catalogue: Catalogue, tmp_path: Path, mode: int) -> None:
+    """Hostile: a planted, well-formed, private answer in a directory others may write (they
+    could have put it there, or swap it between our check and our read)."""
+    cache = tmp_path / "shared-cache"
+    _probe(catalogue, cache)
+    path = _cache_file(cache)
+    data = json.loads(path.read_text())
+    data["outcomes"]["dtype.fp16"] = {"level": "native", "reason": "planted"}
+    path.write_text(json.dumps(data))
+    path.chmod(0o600)
+    cache.chmod(mode)
+    try:
+        refused = _probe(catalogue, cache)
+        status = refused.cache_status[0]
+        assert status.startswith("miss (probes-") and "not read: cache directory" in status
+        assert f"writable by others (mode {mode:o})" in status
+        assert sorted(CALLS) == ["dtype.bf16", "dtype.fp16"]  # probes still ran
+        assert refused.outcomes["cpu"]["dtype.fp16"].reason == "fp16 refused"
+        assert json.loads(path.read_text())["outcomes"]["dtype.fp16"]["reason"] == "planted"
+    finally:
+        cache.chmod(0o700)
+    assert _probe(catalogue, cache).cache_status == ["hit"]  # a private directory again: read
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX modes")
+def test_a_new_cache_directory_is_private_whatever_the_umask(catalogue: Catalogue,
+                                                             tmp_path: Path) -> None:
+    old = os.umask(0o002)  # group-writable by default, as on many Linux desktops
+    try:
+        _probe(catalogue, tmp_path / "a" / "cache")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "a" / "cache").stat().st_mode) == 0o700
+    assert stat.S_IMODE(_cache_file(tmp_path / "a" / "cache").stat().st_mode) == 0o600
+    assert _probe(catalogue, tmp_path / "a" / "cache").cache_status == ["hit"]
+
+
+def test_a_cache_directory_that_is_a_file_is_refused_with_its_kind(tmp_path: Path) -> None:
+    (tmp_path / "cache").write_text("")
+    lookup = ProbeCache(tmp_path / "cache").load("k")
+    assert lookup.outcomes == {} and lookup.problem is not None
+    assert lookup.problem == (f"probes-k.json not read: cache directory "
+                              f"{str(tmp_path / 'cache')!r} is a regular file, not a directory")

@@ -25,13 +25,13 @@ from pytest_devcaps.probes.attention import judge_choice, judge_run
 from pytest_devcaps.probes.gates import Gate, judge, live_facts
 from pytest_devcaps._util.qualnames import resolve
 
-N, U = Level.NATIVE, Level.UNSUPPORTED
+N, E, U = Level.NATIVE, Level.EMULATED, Level.UNSUPPORTED
 
 # What each probe answers for the host CPU, on every build. NATIVE means "the op ran".
 CPU_EXPECTED: dict[str, Level] = {
     "dtype.fp64": N, "dtype.fp16": N, "dtype.bf16": N, "dtype.tf32": U,
-    "dtype.fp8_e4m3fn": N, "dtype.fp8_e5m2": N,  # _scaled_mm's fp32 upcast (or oneDNN on AMX)
-    "dtype.fp8_e4m3fnuz": N, "dtype.fp8_e5m2fnuz": N,
+    "dtype.fp8_e4m3fn": N, "dtype.fp8_e5m2": N,  # _scaled_mm's fp32 upcast
+    "dtype.fp8_e4m3fnuz": N, "dtype.fp8_e5m2fnuz": N,  # rowwise fnuz takes the upcast on AMX too
     "dtype.fp4_e2m1": U,  # the CPU _scaled_mm has no block scales (Blas.cpp get_joint_scaling)
     "mm.scaled": N, "mm.scaled_rowwise": N, "mm.scaled_mx": U, "mm.grouped": N, "mm.int8": N,
     "attention.flash": N, "attention.mem_efficient": U, "attention.cudnn": U,
@@ -63,8 +63,8 @@ def _cpu_expected(facts: dict[str, object]) -> dict[str, Level]:
     expected = dict(CPU_EXPECTED)
     if "amx_fp16" in isa:  # mkldnn Matmul.cpp use_mkldnn_tf32_matmul
         expected["dtype.tf32"] = N
-    if "amx_int8" in isa and "amx_fp16" in isa:  # every fnuz _scaled_mm goes to oneDNN: no fnuz
-        expected["dtype.fp8_e4m3fnuz"] = expected["dtype.fp8_e5m2fnuz"] = U
+    if "amx_int8" in isa:  # tensorwise fp8 goes to oneDNN, which logs ref:any: emulated
+        expected["mm.scaled"] = expected["dtype.fp8_e4m3fn"] = expected["dtype.fp8_e5m2"] = E
     if "avx2" not in isa or sys.platform == "darwin":  # IS_FLEX_ATTENTION_CPU_PLATFORM_SUPPORTED
         expected["attention.flex"] = U
     return expected

@@ -275,3 +275,68 @@ def test_without_prctl_the_parent_watch_ends_the_orphaned_child(tmp_path: Path) 
     pid_file = tmp_path / "child.pid"
     _kill_parent_then_expect_child_gone([sys.executable, "-c", _WATCHED_CHILD, str(pid_file)],
                                         pid_file, signal.SIGKILL)
+
+
+_ESCAPING_PARENT = textwrap.dedent("""
+    import sys
+    sys.path[:0] = {paths!r}
+    import _bad_probes as bad
+    from pytest_devcaps.probes import ProbeSpec, runner
+    runner.PRELOAD = ()
+    runner.run_probes("cpu", {{"escape": ProbeSpec("escape", bad.spawns_escapees)}}, timeout=600)
+""")
+
+
+def _escapees(pid_file: Path) -> list[int]:
+    deadline = time.monotonic() + 60
+    while not pid_file.exists():
+        assert time.monotonic() < deadline, "the probe never started its grandchildren"
+        time.sleep(0.05)
+    return [int(line) for line in pid_file.read_text().split()]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the guardian is Linux's")
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_grandchildren_of_a_probe_die_with_killed_pytest_setsid_ones_too(
+        tmp_path: Path, sig: int) -> None:
+    """Hostile: a probe starts ``sleep 1000`` in its group and another in a session of its own;
+    the process running the probes (pytest) is killed, SIGKILL included. Neither sleeper may
+    survive: the guardian between them kills its whole tree when its parent dies."""
+    pid_file = tmp_path / "escapees"
+    code = _ESCAPING_PARENT.format(paths=[str(Path(bad.__file__).parent), *sys.path])
+    parent = subprocess.Popen([sys.executable, "-c", code],
+                              env={**os.environ, bad.ESCAPEES_PID_FILE: str(pid_file)})
+    sleepers: list[int] = []
+    try:
+        sleepers = _escapees(pid_file)
+        os.kill(parent.pid, sig)
+        parent.wait(timeout=30)
+        survivors = [pid for pid in sleepers if not gone_soon(pid, seconds=10)]
+        assert survivors == [], f"{survivors} outlived the killed parent"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        parent.wait()
+        for pid in sleepers:
+            if process_exists(pid) and not _zombie(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the guardian is Linux's")
+def test_what_a_probe_leaves_running_is_killed_when_its_child_ends(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A probe that returns and leaves two sleepers (one setsid) behind: both are gone once
+    run_probes returns, and the answer is the probe's."""
+    monkeypatch.setattr(runner, "PRELOAD", ())
+    pid_file = tmp_path / "escapees"
+    monkeypatch.setenv(bad.ESCAPEES_PID_FILE, str(pid_file))
+    monkeypatch.setenv("DEVCAPS_TEST_ESCAPEES_RETURN", "1")
+    results = run_probes("cpu", specs(escape=bad.spawns_escapees))
+    assert results["escape"] == ProbeOutcome(Level.NATIVE, "left two sleepers behind")
+    sleepers = _escapees(pid_file)
+    try:
+        assert [pid for pid in sleepers if not gone_soon(pid, seconds=10)] == []
+    finally:
+        for pid in sleepers:
+            if process_exists(pid) and not _zombie(pid):
+                os.kill(pid, signal.SIGKILL)

@@ -15,6 +15,7 @@ import pytest
 
 from pytest_devcaps.commands.main import main
 from pytest_devcaps.commands.report import merged
+from pytest_devcaps.report.html import render as render_html
 
 import fleet_data as data
 
@@ -73,9 +74,9 @@ def _fleet_files(tmp_path: Path) -> list[str]:
 @pytest.fixture
 def page(tmp_path: Path) -> tuple[Path, str]:
     fleet = tmp_path / "fleet.json"
-    assert main(["report", "merge", *_fleet_files(tmp_path), "-o", str(fleet)]) == 0
+    assert main(["report", "merge", *_fleet_files(tmp_path), "-o", str(fleet)]) == 1  # failing
     html = tmp_path / "fleet.html"
-    assert main(["report", "html", str(fleet), "-o", str(html)]) == 0
+    assert main(["report", "html", str(fleet), "-o", str(html)]) == 1
     return html, html.read_text()
 
 
@@ -137,7 +138,7 @@ def test_the_page_is_self_contained_and_escapes_what_reports_say(page: tuple[Pat
 
 def test_html_merges_reports_given_directly(tmp_path: Path) -> None:
     out = tmp_path / "direct.html"
-    assert main(["report", "html", *_fleet_files(tmp_path), "-o", str(out)]) == 0
+    assert main(["report", "html", *_fleet_files(tmp_path), "-o", str(out)]) == 1
     assert _parse(out.read_text()).tables["capability-matrix"]
     fleet = merged(_fleet_files(tmp_path))
     assert fleet["summary"]["reports"] == 5
@@ -205,3 +206,93 @@ def test_headless_chromium_renders_the_page(page: tuple[Path, str], tmp_path: Pa
     colours = _pixels(shot.read_bytes())
     for css in ("#bfe5c0", "#fbe7a6", "#f2c4c4", "#e2c7f0"):  # native, emulated, unsupported, conflict
         assert tuple(bytes.fromhex(css[1:])) in colours, f"{css} not painted"
+
+
+# -- hostile input: nothing a report says runs as script ------------------------------------------
+
+MARK = "PWN" + "ED"
+"""What a script in the page would write; the payloads build it at run time, so the escaped
+payload text itself never contains it."""
+PAYLOADS = ("<script>document.title='PWN'+'ED'</script>",
+            "\"><img src=x onerror=\"document.title='PWN'+'ED'\">",
+            "'><svg onload=document.title='PWN'+'ED'>")
+
+
+def _hostile_reports(tmp_path: Path) -> list[str]:
+    """Every string a report carries into the page is a payload: host, device name, capability,
+    reason, source, suite, test id, file name, version."""
+    files = []
+    for i, payload in enumerate(PAYLOADS):
+        report = data.node1_rank(0)
+        report.update(host=f"h{i}{payload}", rank=0, world_size=1, devcaps_version=payload,
+                      created=payload, suite=f"s{payload}")
+        report["devices"] = [{**data.gpu(0), "name": payload, "vendor": payload}]
+        report["capabilities"] = [data.record(f"c{payload}", "cuda:0", "native", payload, payload)]  # devcaps: allow
+        report["tests"] = [data.entry(f"t.py::x[{payload}]", "cuda:0", outcome)  # devcaps: allow
+                           for outcome in ("failed", "passed")]
+        name = f"r{i}{payload.replace('/', '_')}.json"
+        files.append(data.write(tmp_path, name, report))
+    return files
+
+
+def test_hostile_reports_are_escaped_everywhere(tmp_path: Path) -> None:
+    out = tmp_path / "hostile.html"
+    assert main(["report", "html", *_hostile_reports(tmp_path), "-o", str(out)]) == 1
+    parsed = _parse(out.read_text())
+    assert not parsed.tags & {"script", "img", "svg"}, parsed.tags
+    assert not any(a.startswith("on") for a in _attribute_names(out.read_text()))
+
+
+def _attribute_names(text: str) -> set[str]:
+    names: set[str] = set()
+
+    class _Attributes(HTMLParser):
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            names.update(name for name, _ in attrs)
+
+    _Attributes().feed(text)
+    return names
+
+
+def test_numbers_are_escaped_too_even_without_the_schema(tmp_path: Path) -> None:
+    """render() itself trusts nothing: summary numbers and counts are escaped like text."""
+    fleet = merged([data.write(tmp_path, "c.json", data.cpu_check())])
+    for key in fleet["summary"]:
+        fleet["summary"][key] = PAYLOADS[0]
+    fleet["suites"][0]["counts"] = {"passed": PAYLOADS[1], "skipped-by-capability": PAYLOADS[2]}
+    fleet["sources"][0].update(format=PAYLOADS[0], exitstatus=PAYLOADS[1], rank=PAYLOADS[2])
+    parsed = _parse(render_html(fleet))
+    assert not parsed.tags & {"script", "img", "svg"}
+
+
+def test_a_hostile_fleet_document_is_refused_not_rendered(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    fleet = merged(_hostile_reports(tmp_path))
+    fleet["summary"]["failing_tests"] = PAYLOADS[0]
+    fleet["suites"][0]["counts"]["passed"] = PAYLOADS[1]
+    path = data.write(tmp_path, "fleet.json", fleet)
+    assert main(["report", "html", path, "-o", str(tmp_path / "x.html")]) == 2
+    err = capsys.readouterr().err
+    assert "not a fleet report this pytest-devcaps wrote" in err
+    assert "expected integer, got str" in err and "Traceback" not in err
+    assert not (tmp_path / "x.html").exists()
+
+
+def test_headless_chromium_runs_no_script_from_hostile_input(tmp_path: Path) -> None:
+    """The hostile page in a real browser: no script ran (the title is still the page's own,
+    no payload element exists), and the hostile fleet document itself is refused."""
+    browser = _chromium()
+    if browser is None:
+        pytest.skip("no Chromium on PATH (Debian: apt-get install chromium); the hostile page "
+                    "was only parsed, not rendered")
+    out = tmp_path / "hostile.html"
+    assert main(["report", "html", *_hostile_reports(tmp_path), "-o", str(out)]) == 1
+    flags = [browser, "--headless", "--no-sandbox", "--disable-gpu",
+             f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=2000"]
+    dom = subprocess.run([*flags, "--dump-dom", out.as_uri()], capture_output=True, text=True,
+                         timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert "<title>devcaps fleet report</title>" in dom.stdout  # rendered, and its own title
+    assert MARK not in dom.stdout
+    assert "<script" not in dom.stdout and "<img" not in dom.stdout and "<svg" not in dom.stdout
+    assert "document.title='PWN'+'ED'" in dom.stdout  # the payloads are shown, as text

@@ -157,12 +157,12 @@ def test_merge_command_writes_the_fleet_and_tells_what_it_merged(
     b = data.write(tmp_path, "b.json", data.node2_probe("unknown"))
     c = data.write(tmp_path, "c.json", data.cpu_check())
     out = tmp_path / "fleet.json"
-    assert main(["report", "merge", a, b, c, "-o", str(out)]) == 0
+    assert main(["report", "merge", a, b, c, "-o", str(out)]) == 1  # a test failed
     fleet = json.loads(out.read_text())
-    assert fleet["format"] == 1 and fleet["kind"] == "fleet"
+    assert fleet["format"] == 2 and fleet["kind"] == "fleet" and fleet["passed"] is False
     assert [s["file"] for s in fleet["sources"]] == [a, b, c]
     err = capsys.readouterr().err
-    assert "devcaps report: 3 report(s), 2 host(s), 2 device(s), 1 failing test(s)" in err
+    assert "devcaps report: FAILED: 3 report(s), 2 host(s), 2 device(s), 1 failing test(s)" in err
     assert "conflict: dtype.fp8_e4m3fn on node2/cuda:0: native vs unknown" in err
     assert main(["report", "merge", a, str(tmp_path / "nope.json"), "-o", str(out)]) == 2
     assert "nope.json: no such file" in capsys.readouterr().err

@@ -14,7 +14,9 @@ import torch
 import torch._dynamo
 from torch._dynamo.utils import counters
 
+from pytest_devcaps._util.environ import lookup
 from pytest_devcaps._util.files import default_cache_dir
+from pytest_devcaps.errors import ConfigError
 from pytest_devcaps.suites.dynamo.inductor_cache import (
     CACHE_VARIABLE,
     INDUCTOR_VARIABLE,
@@ -28,16 +30,20 @@ SUITE_DIR = Path(__file__).resolve().parent
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     try:
-        reorder(items, SUITE_DIR, os.environ.get(ORDER_VARIABLE, ""))
-        cache_mode(os.environ.get(CACHE_VARIABLE, ""))
-    except ValueError as error:
+        order = lookup(ORDER_VARIABLE)
+        if order is not None:
+            reorder(items, SUITE_DIR, order.value, order.variable)
+        mode = lookup(CACHE_VARIABLE)
+        if mode is not None:
+            cache_mode(mode.value, mode.variable)
+    except (ValueError, ConfigError) as error:
         raise pytest.UsageError(str(error)) from None
 
 
 @pytest.fixture(scope="session", autouse=True)
 def inductor_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """Point ``TORCHINDUCTOR_CACHE_DIR`` at the suite's Inductor cache, restored afterwards
-    (see ``inductor_cache``: persistent per torch version unless ``DEVCAPS_DYNAMO_CACHE=fresh``).
+    (see ``inductor_cache``: persistent per torch version unless ``PYTEST_DEVCAPS_DYNAMO_CACHE=fresh``).
 
     Session scope and autouse make it precede every compile of the suite: Inductor reads the
     variable lazily. A fresh cache belongs to the run: under pytest-xdist each worker's basetemp
@@ -47,7 +53,7 @@ def inductor_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pat
     run_dir = basetemp.parent if os.environ.get("PYTEST_XDIST_WORKER") else basetemp
     try:
         cache = choose_cache_dir(os.environ, run_dir, default_cache_dir(), torch.__version__)
-    except ValueError as error:
+    except (ValueError, ConfigError) as error:
         pytest.fail(str(error), pytrace=False)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(INDUCTOR_VARIABLE, str(cache))

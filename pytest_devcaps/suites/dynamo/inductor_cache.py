@@ -5,9 +5,10 @@ By default one persistent cache per torch version under the devcaps cache direct
 ``<cache dir>/inductor/torch-<version>``. A second run then finds its kernels compiled (the
 suite ran in 11 s instead of 21 s on a 2-core CPU machine), and pytest-xdist workers and
 concurrent runs share it (Inductor's cache is written with file locks and atomic renames).
-``DEVCAPS_DYNAMO_CACHE=fresh`` gives each run a new, empty directory instead, when isolation is
+``PYTEST_DEVCAPS_DYNAMO_CACHE=fresh`` gives each run a new, empty directory instead, when isolation is
 the point (a first-compile bug); ``shared`` (or unset) is the default. A ``TORCHINDUCTOR_CACHE_DIR``
-the user set is kept in the shared mode.
+the user set is kept in the shared mode. The old name ``DEVCAPS_DYNAMO_CACHE`` still works, with a
+deprecation warning.
 
 Inductor loads compiled code from its cache, so a shared directory is used only when it is the
 current user's and nobody else may write to it (created with mode 0700).
@@ -20,18 +21,20 @@ import stat
 from pathlib import Path
 from typing import Mapping
 
+from pytest_devcaps._util.environ import lookup
 from pytest_devcaps._util.files import untrusted
 
-CACHE_VARIABLE = "DEVCAPS_DYNAMO_CACHE"
+CACHE_VARIABLE = "PYTEST_DEVCAPS_DYNAMO_CACHE"
 INDUCTOR_VARIABLE = "TORCHINDUCTOR_CACHE_DIR"
 MODES = ("shared", "fresh")
 
 
-def cache_mode(value: str) -> str:
-    """``shared`` (also for unset/empty) or ``fresh``; ValueError naming the variable otherwise."""
+def cache_mode(value: str, variable: str = CACHE_VARIABLE) -> str:
+    """``shared`` (also for unset/empty) or ``fresh``; ValueError naming ``variable`` (the name
+    the value was set under) otherwise."""
     text = value.strip().lower() or "shared"
     if text not in MODES:
-        raise ValueError(f"{CACHE_VARIABLE}={value!r}: expected 'shared' (the default: one "
+        raise ValueError(f"{variable}={value!r}: expected 'shared' (the default: one "
                          "persistent cache per torch version) or 'fresh' (a new one per run)")
     return text
 
@@ -62,7 +65,8 @@ def choose_cache_dir(environ: Mapping[str, str], run_dir: Path, devcaps_cache_di
     """The directory for ``TORCHINDUCTOR_CACHE_DIR``: ``run_dir/inductor-cache`` when fresh,
     else the user's ``TORCHINDUCTOR_CACHE_DIR``, else the shared one (created and checked).
     ValueError for a bad mode or an unsafe shared directory."""
-    if cache_mode(environ.get(CACHE_VARIABLE, "")) == "fresh":
+    found = lookup(CACHE_VARIABLE, environ)
+    if found is not None and cache_mode(found.value, found.variable) == "fresh":
         cache = run_dir / "inductor-cache"
         cache.mkdir(parents=True, exist_ok=True)
         return cache

@@ -1,8 +1,9 @@
 """Opt-in reordering of this suite's tests, to show that no test depends on another's state.
 
-``DEVCAPS_DYNAMO_ORDER=reversed`` runs the suite's tests last-to-first;
-``DEVCAPS_DYNAMO_ORDER=shuffle:<seed>`` runs them in an order shuffled with that integer seed.
-Unset (or empty) keeps pytest's order. The order only depends on the variable, so every
+``PYTEST_DEVCAPS_DYNAMO_ORDER=reversed`` runs the suite's tests last-to-first;
+``PYTEST_DEVCAPS_DYNAMO_ORDER=shuffle:<seed>`` runs them in an order shuffled with that integer seed.
+Unset (or empty) keeps pytest's order. The old name ``DEVCAPS_DYNAMO_ORDER`` still works,
+with a deprecation warning. The order only depends on the variable, so every
 pytest-xdist worker collects the same list.
 """
 
@@ -14,11 +15,12 @@ from typing import Sequence
 
 import pytest
 
-ORDER_VARIABLE = "DEVCAPS_DYNAMO_ORDER"
+ORDER_VARIABLE = "PYTEST_DEVCAPS_DYNAMO_ORDER"
 
 
-def parse_order(value: str) -> tuple[str, int | None]:
-    """``("keep", None)``, ``("reversed", None)`` or ``("shuffle", seed)``; ValueError otherwise."""
+def parse_order(value: str, variable: str = ORDER_VARIABLE) -> tuple[str, int | None]:
+    """``("keep", None)``, ``("reversed", None)`` or ``("shuffle", seed)``; ValueError naming
+    ``variable`` (the name the value was set under) otherwise."""
     text = value.strip().lower()
     if not text:
         return "keep", None
@@ -27,12 +29,13 @@ def parse_order(value: str) -> tuple[str, int | None]:
     kind, _, seed = text.partition(":")
     if kind == "shuffle" and seed.strip().lstrip("-").isdigit():
         return "shuffle", int(seed)
-    raise ValueError(f"{ORDER_VARIABLE}={value!r}: expected 'reversed' or 'shuffle:<integer seed>'")
+    raise ValueError(f"{variable}={value!r}: expected 'reversed' or 'shuffle:<integer seed>'")
 
 
-def reorder(items: list[pytest.Item], suite_dir: Path, value: str) -> None:
+def reorder(items: list[pytest.Item], suite_dir: Path, value: str,
+            variable: str = ORDER_VARIABLE) -> None:
     """Reorder, in place, the items collected from ``suite_dir``; other items keep their slots."""
-    kind, seed = parse_order(value)
+    kind, seed = parse_order(value, variable)
     if kind == "keep":
         return
     slots = [index for index, item in enumerate(items) if _inside(item, suite_dir)]

@@ -67,7 +67,7 @@ def test_the_inductor_cache_fixture_sets_the_variable(inductor_cache_dir: Path) 
 
 
 def test_fresh_cache_belongs_to_the_run(tmp_path: Path) -> None:
-    env = {"DEVCAPS_DYNAMO_CACHE": "Fresh", "TORCHINDUCTOR_CACHE_DIR": "/elsewhere"}
+    env = {"PYTEST_DEVCAPS_DYNAMO_CACHE": "Fresh", "TORCHINDUCTOR_CACHE_DIR": "/elsewhere"}
     cache = choose_cache_dir(env, tmp_path / "run", tmp_path / "devcaps", "2.13.0")
     assert cache == tmp_path / "run" / "inductor-cache" and cache.is_dir()
 
@@ -87,10 +87,10 @@ def test_a_shared_cache_others_may_write_is_refused(tmp_path: Path) -> None:
     cache.mkdir(parents=True)
     cache.chmod(0o777)
     with pytest.raises(ValueError, match="is writable by others .* run with "
-                                         "DEVCAPS_DYNAMO_CACHE=fresh"):
+                                         "PYTEST_DEVCAPS_DYNAMO_CACHE=fresh"):
         choose_cache_dir({}, tmp_path / "run", tmp_path / "devcaps", "2.13.0")
 
 
 def test_an_unknown_cache_mode_names_the_choices() -> None:
-    with pytest.raises(ValueError, match="DEVCAPS_DYNAMO_CACHE='tmp': expected 'shared' .* or 'fresh'"):
+    with pytest.raises(ValueError, match="PYTEST_DEVCAPS_DYNAMO_CACHE='tmp': expected 'shared' .* or 'fresh'"):
         cache_mode("tmp")

@@ -12,7 +12,13 @@ barrier is crossed per small op. torch's own thread settings are never changed.
 Precision: the GEMM runs in bf16 only when its rounded output *is* the final ``y`` (bf16
 out, no scales, nothing left to apply, no fp32-source reduction) or when ``fast_accum=True``
 allows one more rounding; otherwise it runs in fp32 on upcast inputs, so the accumulator is
-exactly the reference's ``a.float() @ b.float()`` up to summation order. A weight (``b``)
+exactly the reference's ``a.float() @ b.float()`` up to summation order. That fp32 GEMM is
+pinned to IEEE fp32 (:mod:`devcaps_kernels.precision`), whatever
+``torch.set_float32_matmul_precision`` says, except in one exact case: inputs that are bf16
+values (fp8 of any format, bf16) on a CPU with native bf16 (AMX-BF16 / AVX512-BF16) run it with
+oneDNN's bf16 fpmath mode: the fp32 inputs are rounded to bf16 (exactly: they are bf16 values),
+multiplied by the bf16 units and accumulated and returned in fp32. That path is checked once per
+process against an fp32 sum that bf16 cannot hold (:func:`bf16_fpmath_problem`). A weight (``b``)
 that needs converting (fp8 -> bf16/fp32, bf16 -> fp32) is converted once, to the ``[N, K]``
 layout oneDNN reads fastest, and cached while the tensor lives and its version is unchanged
 (:mod:`devcaps_kernels.weight_cache`).
@@ -36,6 +42,7 @@ from typing import Any, Callable
 import torch
 
 from .dtypes import FP8_DTYPES
+from .precision import fp32_matmul_precision
 from .problem import Problem
 from .reductions import Reduce, finish_mean, grouped
 from .reference import Result, finish_block, run_reference
@@ -81,6 +88,43 @@ def onednn_problem(dtype: torch.dtype) -> str:
         return f"torch.ops.mkldnn._linear_pointwise fails for {dtype}: {str(exc).splitlines()[0]}"
     if out.shape != (2, 2) or out.dtype != dtype:
         return f"torch.ops.mkldnn._linear_pointwise returned {out.dtype} {tuple(out.shape)} for {dtype}"
+    return ""
+
+
+def _native_bf16() -> bool:
+    """This CPU multiplies bf16 in hardware (AMX-BF16 or AVX512-BF16), as torch reads it."""
+    checks = ("_is_amx_tile_supported", "_is_avx512_bf16_supported")
+    return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in checks)
+
+
+@functools.lru_cache(maxsize=None)
+def bf16_fpmath_problem() -> str:
+    """"" when oneDNN's bf16 fpmath mode gives an exact fp32 GEMM of bf16-valued fp32 inputs
+    here (bf16 products, fp32 accumulation and output), else why the fp32 GEMM runs instead.
+
+    Checked once: ``[1, 2^-9] . [1, 1] = 1 + 2^-9`` needs 10 significant bits (bf16 keeps 8),
+    and 64 fp8 e4m3 products must sum as the float64 sum does to fp32 accuracy.
+    """
+    if onednn_problem(torch.float32):
+        return onednn_problem(torch.float32)
+    if not _native_bf16():
+        return "this CPU has no native bf16 (AMX-BF16 or AVX512-BF16)"
+    op = torch.ops.mkldnn._linear_pointwise
+    x = torch.tensor([[1.0, 2.0 ** -9]])
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randn(4, 64, generator=gen).to(torch.float8_e4m3fn).float()
+    w = torch.randn(8, 64, generator=gen).to(torch.float8_e4m3fn).float()
+    try:
+        with fp32_matmul_precision("bf16"):
+            tiny = op(x, torch.ones(1, 2), None, "none", [], "")
+            wide = op(a, w, None, "none", [], "")
+    except Exception as exc:  # noqa: BLE001 - any failure means "do not use it"
+        return f"oneDNN bf16 fpmath fails: {str(exc).splitlines()[0]}"
+    exact = (a.double() @ w.double().t())
+    if tiny.dtype != torch.float32 or tiny.item() != 1.0 + 2.0 ** -9:
+        return f"oneDNN bf16 fpmath rounded 1 + 2^-9 to {tiny.item()!r}"
+    if not torch.allclose(wide.double(), exact, rtol=1e-6, atol=1e-6):
+        return "oneDNN bf16 fpmath differs from the float64 sum of 64 fp8 products"
     return ""
 
 
@@ -288,6 +332,7 @@ class _Plan:
     gemm_is_output: bool                 # the GEMM's rounded output is y itself
     steps: tuple[_Step, ...]             # the reductions, planned once
     needs_output: bool                   # a reduction reads the rounded output
+    precision: str                       # fp32 GEMM precision: "ieee", or exact "bf16" fpmath
 
 
 def _bf16_gemm_is_y(p: Problem) -> bool:
@@ -317,10 +362,22 @@ def _onednn_activation(p: Problem) -> tuple[str, str] | None:
     return _ONEDNN_ACTIVATIONS.get(op.kind)
 
 
+def _fp32_precision(p: Problem, compute: torch.dtype, onednn: bool) -> str:
+    """"bf16" (oneDNN bf16 fpmath, exact here) for an fp32 oneDNN GEMM of bf16-valued inputs
+    where that path is checked exact and fast (:func:`bf16_fpmath_problem`), else "ieee"."""
+    bf16_valued = p.a.dtype in _BF16_EXACT and p.b.dtype in _BF16_EXACT
+    if compute == torch.float32 and onednn and bf16_valued and not bf16_fpmath_problem():
+        return "bf16"
+    return "ieee"
+
+
 def _make_plan(p: Problem) -> _Plan:
     compute = _plan_dtype(p)
     onednn = not onednn_problem(compute)
-    inside = onednn and p.scale_a is None and p.scale_b is None  # scales come before the bias
+    precision = _fp32_precision(p, compute, onednn)
+    # Scales come before the bias; under bf16 fpmath the bias and epilogue stay out of oneDNN,
+    # so that nothing but the bf16-valued inputs is ever rounded to bf16.
+    inside = onednn and p.scale_a is None and p.scale_b is None and precision == "ieee"
     activation = _onednn_activation(p) if inside else None
     fused_ops = 1 if activation else 0
     bias = p.bias if inside else None
@@ -336,7 +393,7 @@ def _make_plan(p: Problem) -> _Plan:
                  bias=bias, onednn=onednn, attr=attr, algorithm=algorithm, inside=inside,
                  fused_ops=fused_ops, gemm_is_output=gemm_is_output,
                  steps=reduction_steps(p.reductions, p.n),
-                 needs_output=any(r.source == "output" for r in p.reductions))
+                 needs_output=any(r.source == "output" for r in p.reductions), precision=precision)
 
 
 def _gemm_block(p: Problem, plan: _Plan, rows: slice) -> torch.Tensor:
@@ -410,8 +467,13 @@ def run_cpu(p: Problem) -> Result:
 
 
 def _run_cpu_here(p: Problem) -> Result:
-    m, n = p.m, p.n
     plan = _make_plan(p)
+    with fp32_matmul_precision(plan.precision):  # worker threads see the pinned setting too
+        return _run_blocks(p, plan)
+
+
+def _run_blocks(p: Problem, plan: _Plan) -> Result:
+    m, n = p.m, p.n
     y = torch.empty(m, n, dtype=p.out_dtype, device=p.device) if p.store_output else None
     outs = tuple(torch.empty(r.out_shape(m, n), dtype=torch.float32, device=p.device)
                  for r in p.reductions)

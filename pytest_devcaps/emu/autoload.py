@@ -1,0 +1,62 @@
+"""torch's device-backend autoload entry point for emu (entry-point group ``torch.backends``).
+
+``import torch`` calls :func:`autoload` in every process (``torch/__init__.py``
+``_import_device_backends``; ``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` turns it off), so pytest, xdist
+workers, probe children, distributed ranks and the CLI all see the same emu devices. Without
+``PYTEST_DEVCAPS_EMU_DEVICES`` it returns at once: installing pytest-devcaps changes nothing
+for anyone. With it, the extension is loaded, built first when missing (with a message on
+stderr), or the import of torch fails saying why: never a silent "no device".
+
+What it registers is what PyTorch's OpenReg does (``torch_openreg/__init__.py``):
+``torch.utils.rename_privateuse1_backend``, ``torch._register_device_module``,
+``torch.utils.generate_methods_for_privateuse1_backend``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+_loaded = False
+
+
+def autoload() -> None:
+    """Load the emu backend when this process asks for it; raise when it cannot be had."""
+    from pytest_devcaps.emu.config import requested
+
+    if _loaded or not requested(os.environ):
+        return
+    from pytest_devcaps.errors import DevcapsError, DeviceRuntimeError
+
+    try:
+        load()
+    except DevcapsError as exc:
+        # torch wraps this in "Failed to load the backend extension: devcaps_emu ...".
+        raise DeviceRuntimeError(f"pytest-devcaps emu backend: {exc}") from None
+
+
+def load() -> None:
+    """Build if needed, load the library, set the device count, rename PrivateUse1 to emu."""
+    global _loaded
+    import ctypes
+
+    import torch
+    from torch.utils.backend_registration import (
+        generate_methods_for_privateuse1_backend,
+        rename_privateuse1_backend,
+    )
+
+    from pytest_devcaps.emu import NAME, device
+    from pytest_devcaps.emu.extension import ensure_built
+    from pytest_devcaps.emu.config import device_count
+
+    count = device_count(os.environ)
+    path, _ = ensure_built(str(torch.__version__))
+    library: Any = ctypes.CDLL(str(path))
+    library.devcaps_emu_set_device_count(count)
+    device.bind(library)
+    rename_privateuse1_backend(NAME)
+    register: Any = torch._register_device_module
+    register(NAME, device)
+    generate_methods_for_privateuse1_backend(for_storage=True)
+    _loaded = True

@@ -1,0 +1,50 @@
+"""The hooks a vendor's package implements: its backend adapter, and its say on the answers.
+
+Registered under the ``pytest11`` entry-point group (pytest sessions) and the ``devcaps`` group
+(the ``devcaps`` CLI). ``optionalhook``: it loads harmlessly where pytest-devcaps' hooks are not
+registered (``-p no:devcaps``). Importing it imports neither torch, pytest nor the plugin
+(``devcaps probe`` runs without pytest): the marker is pluggy's, the one ``pytest.hookimpl`` is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Sequence
+
+import pluggy
+
+if TYPE_CHECKING:
+    from pytest_devcaps.model import CapabilityRecord, DeviceIdentity
+    from pytest_devcaps.registry.registrars import BackendRegistrar
+
+hookimpl = pluggy.HookimplMarker("pytest")
+
+
+@hookimpl(optionalhook=True)
+def pytest_devcaps_register_backends(registrar: BackendRegistrar) -> None:
+    from pytest_devcaps.emu.adapter import EmuAdapter
+
+    registrar.add(EmuAdapter())
+
+
+#: Capabilities whose probe runs compute: on emu it runs in the host CPU's kernels.
+COMPUTE_PREFIXES = ("dtype.", "mm.", "attention.")
+EMULATED_REASON = "emu runs it with the host CPU's kernels (boxed CPU fallback): emulated"
+
+
+@hookimpl(optionalhook=True)
+def pytest_devcaps_adjust_results(device: DeviceIdentity, records: Sequence[CapabilityRecord]
+                                  ) -> Sequence[CapabilityRecord] | None:
+    """A compute probe that ran on emu proved the op works, not that a device does it natively:
+    the answer is emulated. Only probe answers change (an override or ``--devcaps-set`` stands)."""
+    from pytest_devcaps.emu import NAME
+
+    if device.type != NAME:
+        return None
+    from pytest_devcaps.model import Level
+
+    return [dataclasses.replace(record, level=Level.EMULATED, source="hook:devcaps-emu",
+                                reason=f"{record.reason}; {EMULATED_REASON}")
+            for record in records
+            if record.level is Level.NATIVE and record.source == "probe"
+            and record.capability.startswith(COMPUTE_PREFIXES)]

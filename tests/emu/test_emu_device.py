@@ -1,0 +1,116 @@
+"""emu in real processes: the CLI, a pytest run, xdist workers (each a fresh interpreter whose
+``import torch`` runs the autoload). Skipped, with the reason, where nothing can compile."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+EmuEnv = Callable[[int], None]
+
+GENERIC_TESTS = '''
+import os
+import pytest
+import torch
+
+def test_add(device):
+    x = torch.arange(6.0, device=device).reshape(2, 3)
+    assert x.device.type == torch.device(device).type
+    assert (x * 2 + 1).sum().item() == 36.0
+
+@pytest.mark.hardware("accelerator")
+def test_accelerator_only(device):
+    assert torch.accelerator.current_accelerator().type == "emu"
+    y = torch.ones(4, device=device).to("cpu")
+    assert y.tolist() == [1.0, 1.0, 1.0, 1.0]
+'''
+
+
+def _devcaps(*args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-c", "import sys; from pytest_devcaps.commands.main import main; "
+               "sys.exit(main(sys.argv[1:]))", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+
+
+def _records(report: dict[str, Any], device: str) -> dict[str, dict[str, Any]]:
+    return {r["capability"]: r for r in report["capabilities"] if r["device"] == device}
+
+
+def test_torch_sees_emu_devices(emu_env: EmuEnv) -> None:
+    emu_env(2)
+    script = ("import torch; a = torch.accelerator; x = torch.ones(3, device='emu:1'); "
+              "print(a.is_available(), a.current_accelerator(), a.device_count(), "
+              "(x + x).to('emu:0').device, x.cpu().sum().item(), torch.emu.device_count())")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "emu", "2", "emu:0", "3.0", "2"]
+
+
+def test_probe_lists_emu_devices_truthfully(emu_env: EmuEnv) -> None:
+    emu_env(2)
+    done = _devcaps("probe", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    keys = [d["type"] if d["index"] is None else f"{d['type']}:{d['index']}"
+            for d in report["devices"]]
+    assert keys == ["cpu", "emu:0", "emu:1"]
+    emu = _records(report, "emu:1")
+    # compute ran, through the CPU fallback: emulated, said by the emu plugin's hook
+    assert emu["dtype.fp64"]["level"] == "emulated"
+    assert emu["dtype.fp64"]["source"] == "hook:devcaps-emu"
+    # what emu has not: each with torch's own refusal as the reason
+    assert emu["runtime.streams"]["level"] == "unsupported"
+    assert "doesn't support create a new Stream" in emu["runtime.streams"]["reason"]
+    assert emu["runtime.pinned_memory"]["level"] == "unsupported"
+    assert emu["compile.inductor"]["level"] == "unsupported"
+    assert "no codegen backend for emu" in emu["compile.inductor"]["reason"]
+    assert emu["dist.gloo"]["level"] == "unsupported"
+    # events record the host clock: real, so native
+    assert emu["runtime.events"]["level"] == "native"
+
+
+def test_generic_file_runs_on_cpu_and_emu(emu_env: EmuEnv, pytester: pytest.Pytester) -> None:
+    emu_env(1)
+    pytester.makepyfile(test_generic=GENERIC_TESTS)
+    result = pytester.runpytest_subprocess("-p", "pytest_devcaps", "-v", "-rs",
+                                           "--devcaps-json=report.json")
+    # The accelerator class is a class (selected with --devcaps-hardware), not a skip on the
+    # CPU: its cpu instance runs too, and torch.accelerator answers emu there as well.
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines_random([
+        "*test_add?cpu? PASSED*", "*test_add?emu? PASSED*", "*test_accelerator_only?emu? PASSED*",
+        "devcaps: hardware classes: generic 2, accelerator 2*"])
+    report = json.loads((pytester.path / "report.json").read_text())
+    assert {d["type"] for d in report["devices"]} == {"cpu", "emu"}
+    assert {t["device"] for t in report["tests"]} == {"cpu", "emu:0"}
+
+
+def test_pin_workers_splits_emu_devices(emu_env: EmuEnv, pytester: pytest.Pytester) -> None:
+    emu_env(2)
+    pytester.makepyfile(test_seen='''
+        import os
+        import torch
+
+        def test_a(tmp_path_factory):
+            _record(tmp_path_factory)
+
+        def test_b(tmp_path_factory):
+            _record(tmp_path_factory)
+
+        def _record(factory):
+            worker = os.environ["PYTEST_XDIST_WORKER"]
+            seen = f"{os.environ.get('EMU_VISIBLE_DEVICES')} {torch.emu.device_count()}"
+            (factory.getbasetemp().parent.parent / f"seen-{worker}").write_text(seen)
+    ''')
+    result = pytester.runpytest_subprocess("-p", "pytest_devcaps", "-n", "2",
+                                           "--dist", "each", "--devcaps-pin-workers")
+    result.assert_outcomes(passed=4)
+    seen = sorted(p.read_text() for p in pytester.path.parent.rglob("seen-gw*"))
+    assert seen == ["0 1", "1 1"]
