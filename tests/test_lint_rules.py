@@ -1,6 +1,8 @@
 """The lint's rule table and gate reading: every capability it names exists, and each gate
 condition reads as the requirement PyTorch's own definitions give it (common_cuda.py:
-PLATFORM_SUPPORTS_FP8 is sm_89/sm_90+, flash attention sm_80+, MX GEMM sm_100+)."""
+PLATFORM_SUPPORTS_FP8 is sm_89/sm_90+, flash attention sm_80+, MX GEMM sm_100+).
+An arch gate means the hardware does it, so its marks carry ``native=True``: emulation (a CPU
+running fp8 in software) does not satisfy a test written for sm_89 hardware."""
 
 from __future__ import annotations
 
@@ -40,11 +42,12 @@ def _run_need(condition: str, used: tuple[str, ...] = (), skip: bool = True) -> 
 @pytest.mark.parametrize(("condition", "used", "marks"), [
     ("not TEST_CUDA", (), ()),
     ("torch.cuda.is_available() and not is_sm_at_least_89()", ("_scaled_mm",),
-     ('pytest.mark.requires_capability("mm.scaled")',)),
-    ("not SM90OrLater", ("PerRow", "_scaled_mm"), ('pytest.mark.requires_capability("mm.scaled_rowwise")',)),
-    ("not SM89OrLater", (), ('pytest.mark.requires_capability("dtype.fp8_e4m3fn")',)),
+     ('pytest.mark.requires_capability("mm.scaled", native=True)',)),
+    ("not SM90OrLater", ("PerRow", "_scaled_mm"),
+     ('pytest.mark.requires_capability("mm.scaled_rowwise", native=True)',)),
+    ("not SM89OrLater", (), ('pytest.mark.requires_capability("dtype.fp8_e4m3fn", native=True)',)),
     ("not PLATFORM_SUPPORTS_FP8", ("float8_e4m3fnuz",),
-     ('pytest.mark.requires_capability(any_of=["dtype.fp8_e4m3fn", "dtype.fp8_e4m3fnuz"])',)),
+     ('pytest.mark.requires_capability(any_of=["dtype.fp8_e4m3fn", "dtype.fp8_e4m3fnuz"], native=True)',)),
     ("not PLATFORM_SUPPORTS_FUSED_ATTENTION", (),
      ('pytest.mark.requires_capability(any_of=["attention.flash", "attention.mem_efficient", '
       '"attention.cudnn"])',)),
@@ -52,9 +55,9 @@ def _run_need(condition: str, used: tuple[str, ...] = (), skip: bool = True) -> 
     ("not (SM80OrLater and TEST_MULTIGPU)", ("bfloat16",),
      ('pytest.mark.requires_capability("dtype.bf16")', "pytest.mark.requires_devices(2)")),
     ("torch.cuda.get_device_capability()[0] < 9", ("_scaled_mm",),
-     ('pytest.mark.requires_capability("mm.scaled")',)),
+     ('pytest.mark.requires_capability("mm.scaled", native=True)',)),
     ("not torch.accelerator.is_available() or not SM89OrLater", (),
-     ('pytest.mark.requires_capability("dtype.fp8_e4m3fn")',)),
+     ('pytest.mark.requires_capability("dtype.fp8_e4m3fn", native=True)',)),
     ("not PLATFORM_SUPPORTS_FLASH_ATTENTION", (), ('pytest.mark.requires_capability("attention.flash")',)),
     ("not torch.cuda.is_bf16_supported()", (), ('pytest.mark.requires_capability("dtype.bf16")',)),
     # PyTorch's common_cuda: PLATFORM_SUPPORTS_MX_GEMM / *_GROUPED_GEMM; Blackwell gates by use.
@@ -72,7 +75,7 @@ def test_gate_conditions_read_as_marks(condition: str, used: tuple[str, ...], ma
 
 def test_skip_unless_reads_the_other_way() -> None:
     need = _run_need("torch.cuda.get_device_capability() >= (8, 9)", skip=False)
-    assert need.render() == ('pytest.mark.requires_capability("dtype.fp8_e4m3fn")',)
+    assert need.render() == ('pytest.mark.requires_capability("dtype.fp8_e4m3fn", native=True)',)
 
 
 @pytest.mark.parametrize(("condition", "why"), [

@@ -31,6 +31,7 @@ import stat
 import time
 import zlib
 from pathlib import Path
+from typing import BinaryIO, Callable
 
 from pytest_devcaps.errors import UnsafeFileError
 
@@ -208,28 +209,63 @@ def write_atomic(path: Path, text: str, *, private: bool = False) -> None:
     write_atomic_bytes(path, text.encode("utf-8"), private=private)
 
 
-def write_atomic_bytes(path: Path, data: bytes, *, private: bool = False) -> None:
+#: Called with the complete temporary file's descriptor before it is renamed over the target:
+#: set its mode and owner, check the target was not changed meanwhile (raise to abort).
+Prepare = Callable[[int], None]
+
+
+def write_atomic_bytes(path: Path, data: bytes, *, private: bool = False,
+                       prepare: Prepare | None = None, durable: bool = False) -> None:
     """Write ``data`` beside ``path``, then rename it over ``path`` (``os.replace`` is atomic
     on POSIX and Windows). Creates missing parent directories. The file gets mode 0666 less
     the umask, as ``open()`` would create it; ``private``: 0600, new directories 0700 (caches).
     Raises :class:`UnsafeFileError` when ``path`` is a directory, FIFO, device or socket; on
     any failure no temporary file is left and the old file is untouched. Temporary files of
-    killed writers of ``path`` are removed first (:func:`remove_stale_temporaries`)."""
+    killed writers of ``path`` are removed first (:func:`remove_stale_temporaries`).
+
+    ``prepare(fd)`` runs on the complete temporary file just before the rename (it may
+    ``fchmod``/``fchown`` it, or raise to abort the write); ``durable`` fsyncs the file before
+    the rename and the folder after it."""
     path = Path(path)
     check_replaceable(path)
     path.parent.mkdir(parents=True, exist_ok=True, **({"mode": 0o700} if private else {}))
     mode = _PRIVATE_MODE if private else _PUBLIC_MODE
     remove_stale_temporaries(path)
-    if _write_unnamed(path, data, mode):
+    if _write_unnamed(path, data, mode, prepare, durable):
         return
     tmp, fd = _create_named(path, mode)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
+            _finish(handle, prepare, durable)
         os.replace(tmp, path)
     except BaseException:
         _unlink_quietly(tmp)
         raise
+    if durable:
+        _fsync_dir(path.parent)
+
+
+def _finish(handle: BinaryIO, prepare: Prepare | None, durable: bool) -> None:
+    handle.flush()
+    if durable:
+        os.fsync(handle.fileno())
+    if prepare is not None:
+        prepare(handle.fileno())
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (POSIX; a no-op where folders cannot be opened)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 _HOST = f"{zlib.crc32(os.uname().nodename.encode()) if hasattr(os, 'uname') else 0:08x}"
@@ -300,7 +336,8 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _write_unnamed(path: Path, data: bytes, mode: int = _PUBLIC_MODE) -> bool:
+def _write_unnamed(path: Path, data: bytes, mode: int = _PUBLIC_MODE,
+                   prepare: Prepare | None = None, durable: bool = False) -> bool:
     """Linux: write into an ``O_TMPFILE`` file, link it under a temporary name once complete
     and rename that over ``path``. False (nothing written) where the platform or the file
     system cannot, so the caller falls back to a named temporary file."""
@@ -314,6 +351,7 @@ def _write_unnamed(path: Path, data: bytes, mode: int = _PUBLIC_MODE) -> bool:
     try:
         with os.fdopen(fd, "wb", closefd=False) as handle:
             handle.write(data)
+            _finish(handle, prepare, durable)
         tmp = _link_unnamed(fd, path)
     finally:
         os.close(fd)
@@ -324,6 +362,8 @@ def _write_unnamed(path: Path, data: bytes, mode: int = _PUBLIC_MODE) -> bool:
     except BaseException:
         _unlink_quietly(tmp)
         raise
+    if durable:
+        _fsync_dir(path.parent)
     return True
 
 

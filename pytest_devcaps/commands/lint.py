@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Sequence, TextIO
 
 from pytest_devcaps.lint import analyze_paths
-from pytest_devcaps.lint.records import Analysis
+from pytest_devcaps.lint.fix import FileCounts, FixResult, file_counts
+from pytest_devcaps.lint.records import Analysis, Target
 from pytest_devcaps.lint.output import render, summary
 from pytest_devcaps.lint.source import LintInputError
 
@@ -27,8 +28,9 @@ def _status(analyses: Sequence[Analysis]) -> int:
 
 
 def run(paths: Sequence[str], exclude: Sequence[str], fmt: str = "text", mode: str = "check",
-        out: TextIO | None = None, err: TextIO | None = None) -> int:
-    """Run the lint; ``mode`` is ``check``, ``fix`` (write files) or ``diff`` (print a patch)."""
+        out: TextIO | None = None, err: TextIO | None = None, target: Target = "devcaps") -> int:
+    """Run the lint; ``mode`` is ``check``, ``fix`` (write files), ``diff`` (print a patch) or
+    ``fix-check`` (write nothing; exit 1 if --fix would change a file)."""
     out = out or sys.stdout
     err = err or sys.stderr
     if mode == "diff" and fmt != "text":
@@ -37,7 +39,7 @@ def run(paths: Sequence[str], exclude: Sequence[str], fmt: str = "text", mode: s
         from pytest_devcaps.lint.codemod import require_libcst
 
         require_libcst()
-    analyses = analyze_paths(paths, exclude)
+    analyses = analyze_paths(paths, exclude, target)
     if mode == "check":
         out.write(render(analyses, fmt))
         if fmt == "text" and any(a.findings for a in analyses):
@@ -46,48 +48,65 @@ def run(paths: Sequence[str], exclude: Sequence[str], fmt: str = "text", mode: s
             out.write(f"devcaps lint: {len(analyses)} file{'s' if len(analyses) != 1 else ''} "
                       "checked, no hardcoded device checks\n")
         return _status(analyses)
-    return _rewrite(analyses, fmt, mode, out, err)
+    return _rewrite(analyses, fmt, mode, out, err, target)
 
 
-def _rewrite(analyses: list[Analysis], fmt: str, mode: str, out: TextIO, err: TextIO) -> int:
+def _fix_one(analysis: Analysis, target: Target, err: TextIO) -> FixResult | None:
+    """The file rewritten (None: it is left as it is: unreadable, nothing to fix, or a rewrite
+    that would not parse, which is reported)."""
     from pytest_devcaps.lint.fix import FixError, fix_text
-    from pytest_devcaps.lint.source import read_text, source_encoding
+    from pytest_devcaps.lint.source import read_text
 
+    if not analysis.readable or not any(f.fixable for f in analysis.findings):
+        return None
+    text = read_text(Path(analysis.path))  # decoded as the analysis read it (a `# coding:` line honoured)
+    if not isinstance(text, str):
+        return None
+    try:
+        return fix_text(text, analysis.path, target)
+    except FixError as exc:
+        err.write(f"devcaps: error: {exc}\n")
+        return None
+
+
+def _write(path: Path, text: str) -> None:
+    from pytest_devcaps.lint.source import source_encoding
+
+    with open(path, "w", encoding=source_encoding(path), newline="") as handle:
+        handle.write(text)
+
+
+def _rewrite(analyses: list[Analysis], fmt: str, mode: str, out: TextIO, err: TextIO, target: Target) -> int:
     left: list[Analysis] = []
+    counts: list[FileCounts] = []
     fixed = files = 0
     failed = False
     for analysis in analyses:
-        if not analysis.readable or not any(f.fixable for f in analysis.findings):
-            left.append(analysis)
-            continue
-        path = Path(analysis.path)
-        text = read_text(path)  # decoded as the analysis read it (a `# coding:` line honoured)
-        if not isinstance(text, str):
-            left.append(analysis)
-            continue
-        try:
-            result = fix_text(text, analysis.path)
-        except FixError as exc:
-            err.write(f"devcaps: error: {exc}\n")
-            left.append(analysis)
-            failed = True
-            continue
-        left.append(result.left)
-        if not result.changed:
+        result = _fix_one(analysis, target, err)
+        failed = failed or (result is None and analysis.readable and any(f.fixable for f in analysis.findings))
+        left.append(result.left if result is not None else analysis)
+        counts.append(result.counts() if result is not None else file_counts(analysis.path, analysis.findings,
+                                                                             analysis.findings))
+        if result is None or not result.changed:
             continue
         fixed, files = fixed + result.fixed, files + 1
         if mode == "diff":
             out.write(result.diff())
-        else:
-            with open(path, "w", encoding=source_encoding(path), newline="") as handle:
-                handle.write(result.after)
+        elif mode == "fix":
+            _write(Path(analysis.path), result.after)
+    counts = [c for c in counts if c.found]
     remaining = [a for a in left if a.findings]
-    verb = "would fix" if mode == "diff" else "fixed"
-    if mode == "fix":
+    verb = {"diff": "would fix", "fix-check": "would fix"}.get(mode, "fixed")
+    if fmt == "json" and mode != "diff":
+        out.write(render(left, fmt, migration=[c.as_json() for c in counts]))
+    elif mode != "diff":
         out.write(render(left, fmt))
     elif remaining:
         err.write(render(left, "text"))
+    if fmt == "text":
+        err.write("".join(c.text() + "\n" for c in counts))
     total = sum(len(a.findings) for a in remaining)
     err.write(f"devcaps lint: {verb} {fixed} finding(s) in {files} file(s); {total} left\n")
     status = EXIT_BAD_INPUT if failed else _status(left)
-    return EXIT_FINDINGS if mode == "diff" and files and status == EXIT_CLEAN else status
+    would_change = mode in ("diff", "fix-check") and files
+    return EXIT_FINDINGS if would_change and status == EXIT_CLEAN else status

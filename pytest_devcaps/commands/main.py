@@ -67,6 +67,11 @@ def build_parser() -> argparse.ArgumentParser:
     rewrite.add_argument("--fix", action="store_true",
                          help="rewrite what can be rewritten in place (needs pytest-devcaps[lint])")
     rewrite.add_argument("--diff", action="store_true", help="print what --fix would change, as a patch")
+    lint.add_argument("--check", action="store_true",
+                      help="with --fix: write nothing, exit 1 if anything would change (for CI, pre-commit)")
+    lint.add_argument("--target", choices=("devcaps", "torch"), default="devcaps",
+                      help="what --fix writes: devcaps (this plugin's marks and decorators, default) or "
+                           "torch (only what torch itself provides, for contributions upstream)")
     check = commands.add_parser("check", help="probe, then run the bundled suites on every device")
     check.add_argument("--devices", metavar="TYPES", help="comma-separated device types")
     check.add_argument("--overrides", nargs="+", default=[], metavar="FILE")
@@ -134,7 +139,12 @@ def command_lint(args: argparse.Namespace) -> int:
     from pytest_devcaps.commands.lint import run
 
     mode = "fix" if args.fix else "diff" if args.diff else "check"
-    return run(args.paths, args.exclude, args.format, mode)
+    if args.check and mode != "fix":
+        from pytest_devcaps.lint.source import LintInputError
+
+        raise LintInputError("--check goes with --fix (`devcaps lint --fix --check`): it says whether "
+                             "--fix would change anything")
+    return run(args.paths, args.exclude, args.format, "fix-check" if args.check else mode, target=args.target)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from pytest_devcaps.lint.analyze import Classification, analyze, classify_file, unreadable
-from pytest_devcaps.lint.records import Analysis, Finding
+from pytest_devcaps.lint.records import Analysis, Finding, Target
 from pytest_devcaps.lint.source import LintInputError, iter_python_files, read_text
 
 __all__ = ["Analysis", "Classification", "Finding", "LintInputError", "analyze", "analyze_paths",
@@ -38,17 +38,18 @@ def lint_source(source: str, path: str = "<string>") -> list[Finding]:
     return list(analyze(source, path).findings)
 
 
-def analyze_path(path: Path) -> Analysis:
+def analyze_path(path: Path, target: Target = "devcaps") -> Analysis:
     text = read_text(path)
     if isinstance(text, tuple):
         return unreadable(path.as_posix(), *text)
-    return analyze(text, path.as_posix())
+    return analyze(text, path.as_posix(), target)
 
 
-def analyze_paths(paths: Iterable[str | Path], exclude: Sequence[str] = ()) -> list[Analysis]:
+def analyze_paths(paths: Iterable[str | Path], exclude: Sequence[str] = (),
+                  target: Target = "devcaps") -> list[Analysis]:
     """Every Python file under ``paths``, sorted by path; LintInputError for a missing path."""
     files = sorted(set(iter_python_files(paths, exclude)), key=lambda p: p.as_posix())
-    return [analyze_path(p) for p in files]
+    return [analyze_path(p, target) for p in files]
 
 
 def lint_paths(paths: Iterable[str | Path], exclude: Sequence[str] = ()) -> list[Finding]:

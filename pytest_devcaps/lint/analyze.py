@@ -12,8 +12,9 @@ from pytest_devcaps.lint.finder import NO_DEVICE_HELPER, Finder
 from pytest_devcaps.lint.helpers import threadable
 from pytest_devcaps.lint.items import Item, decide
 from pytest_devcaps.lint.records import (
-    Analysis, Finding, Hardware, RemoveUnusedImport, ReplaceStatement, Span, join_hardware,
+    Analysis, Finding, Hardware, RemoveUnusedImport, ReplaceStatement, Span, Target, explains, join_hardware,
 )
+from pytest_devcaps.lint.resolution import resolving
 from pytest_devcaps.lint.source import SourceFile, parse_source
 
 HARDWARE_MEANING = {
@@ -43,10 +44,17 @@ def unreadable(path: str, line: int, column: int, why: str) -> Analysis:
     return Analysis(path, (Finding(path, line, column, "DC000", why, "a UTF-8 Python file"),), readable=False)
 
 
-def analyze(text: str, path: str = "<string>") -> Analysis:
+def analyze(text: str, path: str = "<string>", target: Target = "devcaps") -> Analysis:
+    """The findings of one file and the edits ``--fix`` makes in ``target``'s vocabulary."""
     parsed = parse_source(text, path)
     if not isinstance(parsed, SourceFile):
         return unreadable(path, *parsed)
+    parsed.target = target
+    with resolving(parsed.tree):
+        return _analyze(parsed, path)
+
+
+def _analyze(parsed: SourceFile, path: str) -> Analysis:
     finder = _find(parsed)
     items = finder.items + finder.aliases.decide()
     seen = {id(i) for i in items}
@@ -58,9 +66,8 @@ def analyze(text: str, path: str = "<string>") -> Analysis:
                 items.append(item)
         if any(item.suppressed for item in construct.items):
             construct.keep = "suppressed with # devcaps: allow"
-    residue = _residue(items)
     for construct in finder.constructs:
-        decide(construct, residue)
+        decide(construct, _residue(items, construct.region))
     _drop_spent_definitions(finder, items)
     kept = [i for i in items if not i.suppressed]
     findings = [i.finding(path) for i in kept]
@@ -72,15 +79,16 @@ def analyze(text: str, path: str = "<string>") -> Analysis:
 
 def _find(source: SourceFile) -> Finder:
     """Read the file; read it again when helpers can be given a device (then their CUDA code
-    is fixable and their callers pass ``device=``)."""
+    is fixable and their callers pass ``device=``) or, where they cannot, use the module's
+    ``device_type``."""
     finder = Finder(source)
     finder.visit(source.tree)
     needing = {i.helper for i in finder.items if i.helper and i.fix is None and not i.suppressed
                and i.why == NO_DEVICE_HELPER}
-    threaded = threadable(source.tree, {n for n in needing if n}, finder.facts.local_gates)
-    if not threaded:
+    if not needing:
         return finder
-    finder = Finder(source, threaded)
+    threaded = threadable(source.tree, {n for n in needing if n}, finder.facts.local_gates)
+    finder = Finder(source, threaded, global_helpers=True)
     finder.visit(source.tree)
     return finder
 
@@ -112,10 +120,11 @@ def _drop_spent_definitions(finder: Finder, items: list[Item]) -> None:
                         *construct_imports)
 
 
-def _residue(items: list[Item]) -> Item | None:
-    """The first finding left unfixed that fails without CUDA: while it stays, so do the
-    file's "needs CUDA" gates."""
-    left = [i for i in items if i.blocks_cpu and (i.fix is None or i.suppressed)]
+def _residue(items: list[Item], region: Span | None) -> Item | None:
+    """The first finding left unfixed in ``region`` (the code a gate guards; None: the file)
+    that fails without CUDA: while it stays, so does that gate. Code elsewhere does not keep it."""
+    left = [i for i in items if i.blocks_cpu and (i.fix is None or i.suppressed)
+            and (region is None or _within(i.span, region))]
     return min(left, key=lambda i: i.span, default=None)
 
 
@@ -126,5 +135,5 @@ def _order(finding: Finding) -> tuple[int, int, str]:
 def classify_file(findings: tuple[Finding, ...]) -> Classification:
     relevant = [f for f in findings if f.code != "DC000"]
     hardware = join_hardware([f.hardware for f in relevant])
-    because = tuple(f for f in relevant if f.hardware == hardware) or tuple(relevant)
+    because = tuple(f for f in relevant if explains(f.hardware, hardware))
     return Classification(hardware, because if hardware != "generic" else ())

@@ -13,9 +13,10 @@ from typing import Protocol
 from pytest_devcaps.lint import rules
 from pytest_devcaps.lint.aliases import device_value
 from pytest_devcaps.lint.gating import deviceish, dotted, is_cuda_literal, last_name
-from pytest_devcaps.lint.items import Item
+from pytest_devcaps.lint.resolution import SHADOWED, qualified
+from pytest_devcaps.lint.items import Item, mark_decorators
 from pytest_devcaps.lint.records import (
-    AddMarks, Edit, EditCall, Hardware, Need, ReplaceExpr, ReplaceStatement, Span,
+    AddMarks, Edit, EditCall, Hardware, Need, RemoveUnusedImport, ReplaceExpr, ReplaceStatement, Span,
 )
 from pytest_devcaps.lint.scopes import DeviceContext, Scope
 from pytest_devcaps.lint.source import SourceFile
@@ -25,6 +26,10 @@ class Host(Protocol):
     source: SourceFile
     roles: dict[int, str]
     signatures: dict[str, list[str]]
+    imports: dict[str, str]
+    statements: list[ast.stmt]
+
+    def cuda_object(self, node: ast.Call) -> bool: ...
 
     @property
     def scope(self) -> Scope: ...
@@ -95,12 +100,17 @@ def _unfixed(host: Host, item: Item, why: str | None = None) -> Item:
 
 
 def _marks(host: Host, context: DeviceContext, capability: str | None) -> list[Edit] | None:
-    """The mark a rewritten call needs on its test (None: it has no test to carry it)."""
+    """The mark a rewritten call needs on its test (None: it has no test to carry it, or the
+    target cannot say it)."""
     if capability is None or capability in host.scope.declared:
         return []
     if context.mark_owner is None:
         return None
-    return [AddMarks(context.mark_owner, Need(capabilities=(capability,)))]
+    need = Need(capabilities=(capability,))
+    if host.source.target == "devcaps":
+        return [AddMarks(context.mark_owner, need, prefix="" if host.scope.testcase else "pytest.mark.")]
+    decorators = mark_decorators(need, host.scope.testcase, host.source.target)
+    return None if decorators is None else [AddMarks(context.mark_owner, need, decorators)]
 
 
 def cuda_call(host: Host, node: ast.Call, name: str) -> None:
@@ -114,9 +124,23 @@ def cuda_call(host: Host, node: ast.Call, name: str) -> None:
     context = host.scope.context
     fix = _cuda_fix(host, node, parts[2], entry, context) if len(parts) == 3 else None
     if fix is None:
-        _unfixed(host, item, None if context is None else "no device-generic replacement here")
-    else:
-        item.fixed(fix[0], *fix[1])
+        why = None if context is None else "no device-generic replacement here"
+        if parts[2:3] in (["Stream"], ["Event"]) and host.cuda_object(node):
+            why = (f"its CUDA-only attributes ({', '.join(sorted(rules.CUDA_OBJECT_ATTRIBUTES))}) are read: "
+                   "decide whether the test needs CUDA's object or can drop them")
+        elif parts[2:3] == ["get_device_capability"]:
+            why = ("torch.accelerator.get_device_capability() returns supported dtypes, not (major, minor): "
+                   "decide which capability the number stands for")
+        _unfixed(host, item, why)
+        return
+    head = node.func
+    while isinstance(head, ast.Attribute):
+        head = head.value
+    if isinstance(head, ast.Name) and head.id in host.imports:  # from torch.cuda import synchronize
+        fix[1].append(RemoveUnusedImport(host.imports[head.id], head.id))
+    elif isinstance(head, ast.Name) and qualified(head) not in (head.id, SHADOWED):  # import torch.cuda as tc
+        fix[1].append(RemoveUnusedImport(qualified(head), "", head.id))
+    item.fixed(fix[0], *fix[1])
 
 
 Fix = tuple[str, list[Edit]]
@@ -125,35 +149,74 @@ Fix = tuple[str, list[Edit]]
 def _cuda_fix(host: Host, node: ast.Call, attr: str, entry: rules.CudaCall,
               context: DeviceContext | None) -> Fix | None:
     span = host.source.span(node)
-    if context is not None and context.typed and context.fixture_owner is not None and entry.test:
+    if context is not None and context.fixtures and entry.test and host.source.target == "devcaps":
+        return _fixture_fix(host, node, attr, entry, context)
+    if attr in ("Stream", "Event") and host.cuda_object(node):
+        return None  # the finding says why (see cuda_call)
+    if attr in ("Stream", "Event") and context is not None:
         marks = _marks(host, context, entry.capability)
-        if marks is None:
+        if marks is None and context.mark_owner is not None:
             return None
-        if entry.test.startswith("device_runtime."):
-            if attr != "manual_seed" and not _device_args_only(node):
-                return None
-            args = None if attr == "manual_seed" else ()
-            return (f"replaced by {entry.test}()",
-                    [EditCall(span, func=entry.test, args=args), *host.param_edits(context, "device_runtime"),
-                     *marks])
-        call = _with_device(span, node, entry.test, entry.device_arg, context)
-        return None if call is None else (f"replaced by {entry.test}", [call, *host.param_edits(context), *marks])
-    if context is not None and entry.device and not (context.typed and context.fixture_owner):
-        call = _with_device(span, node, entry.device, entry.device_arg, context)
-        return None if call is None else (f"replaced by {entry.device}", [call, *host.param_edits(context)])
-    if attr == "set_device" and context is not None and len(node.args) == 1 and not node.keywords:
-        index = host.source.segment(node.args[0])
-        return ("replaced by pytest_devcaps.runtime.set_device (a no-op on the CPU)",
-                [EditCall(span, func="pytest_devcaps.runtime.set_device",
-                          args=(f"torch.device({context.expr('type')}, {index})",)), *host.param_edits(context)])
+        device = (("device", context.expr("device")),) if context.fixtures and not node.args else ()
+        return (f"replaced by {entry.accelerator}",
+                [EditCall(span, func=entry.accelerator, keywords=device), *(marks or []),
+                 *(host.param_edits(context) if device else [])])
+    if attr == "empty_cache":
+        return _guarded_statement(host, node, "torch.accelerator.empty_cache()")
+    if attr in rules.CPU_MODULE_CALLS and context is not None and not context.source:
+        module = f"torch.get_device_module({context.expr('device')})"
+        return (f"replaced by {module}.{attr}() (the device may be the CPU, where torch.accelerator raises)",
+                [EditCall(span, func=f"{module}.{attr}"), *host.param_edits(context)])
+    if entry.accelerator:
+        args = _positional_device(host, node)
+        marks = _marks(host, context, entry.capability) if context is not None else []
+        if args is False or (marks is None and context is not None and context.mark_owner is not None):
+            return None
+        note = "" if marks is not None else f" (the tests calling it need requires_capability('{entry.capability}'))"
+        edit: Edit = ReplaceExpr(span, "Call", f"{entry.accelerator}({args[0]})") if isinstance(args, tuple) \
+            else EditCall(span, func=entry.accelerator)
+        return f"replaced by {entry.accelerator}{note}", [edit, *(marks or [])]
+    if entry.anywhere:
+        return f"replaced by {entry.anywhere}", [EditCall(span, func=entry.anywhere)]
     if attr == "stream" and context is not None and len(node.args) == 1 and not node.keywords:
         marks = _marks(host, context, entry.capability)
         if marks is not None and isinstance(node.args[0], (ast.Name, ast.Attribute)):
             return ("replaced by the stream itself (torch.Stream is a context manager)",
                     [ReplaceExpr(span, "Call", host.source.segment(node.args[0])), *marks])
-    if entry.anywhere:
-        return f"replaced by {entry.anywhere}", [EditCall(span, func=entry.anywhere)]
     return None
+
+
+def _fixture_fix(host: Host, node: ast.Call, attr: str, entry: rules.CudaCall, context: DeviceContext) -> Fix | None:
+    """A pytest test with the device fixtures: ``device_runtime`` (``--target devcaps``)."""
+    assert entry.test is not None
+    marks = _marks(host, context, entry.capability)
+    if marks is None or (attr != "manual_seed" and not _device_args_only(node)):
+        return None
+    args = None if attr == "manual_seed" else ()
+    return (f"replaced by {entry.test}()",
+            [EditCall(host.source.span(node), func=entry.test, args=args),
+             *host.param_edits(context, "device_runtime"), *marks])
+
+
+def _positional_device(host: Host, node: ast.Call) -> tuple[str, ...] | None | bool:
+    """torch.accelerator takes the device positionally: ``device=x`` -> ``x`` (None: the
+    arguments stay; False: an argument torch.accelerator does not take)."""
+    keywords = [k for k in node.keywords if k.arg is not None]
+    if not keywords:
+        return None
+    if len(keywords) > 1 or keywords[0].arg not in ("device", "device_index") or node.args:
+        return False
+    return (host.source.segment(keywords[0].value),)
+
+
+def _guarded_statement(host: Host, node: ast.Call, code: str) -> Fix | None:
+    """A call CUDA answers with a no-op on a machine without CUDA (``empty_cache``): the same
+    statement, run only where an accelerator is (torch.accelerator raises without one)."""
+    statement = host.statements[-1] if host.statements else None
+    if not (isinstance(statement, ast.Expr) and statement.value is node) or node.args or node.keywords:
+        return None
+    new = f"if {rules.ACCELERATOR_AVAILABLE}:\n    {code}"
+    return f"replaced by `{new.replace(chr(10) + '   ', ';')}`", [ReplaceStatement(host.source.span(statement), new)]
 
 
 def _device_args_only(node: ast.Call) -> bool:
@@ -162,21 +225,6 @@ def _device_args_only(node: ast.Call) -> bool:
         return False
     return not node.args or (isinstance(node.args[0], ast.Name) and node.args[0].id == "device") or (
         isinstance(node.args[0], ast.Constant) and node.args[0].value in (0, None))
-
-
-def _with_device(span: Span, node: ast.Call, func: str, device_arg: str | None,
-                 context: DeviceContext) -> EditCall | None:
-    """The call with ``func`` and the device passed (positionally when ``device_arg`` is "0")."""
-    device = context.expr("device")
-    if device_arg == "0":
-        return EditCall(span, func=func, prepend=(device,)) if not node.args and not node.keywords else None
-    if device_arg == "device":
-        if node.args:
-            return None
-        if any(k.arg == "device" for k in node.keywords):
-            return EditCall(span, func=func)
-        return EditCall(span, func=func, keywords=(("device", device),))
-    return EditCall(span, func=func)
 
 
 def cuda_amp(host: Host, node: ast.Call, name: str) -> None:
@@ -372,4 +420,26 @@ def choice(host: Host, node: ast.IfExp) -> bool:
     code = value.replacement(context, host.roles.get(id(node))) if context is not None else value.accelerator
     item.fixed(f"replaced by {code}", ReplaceExpr(host.source.span(node), "IfExp", code),
                *(host.param_edits(context) if context is not None else []))
+    return True
+
+
+def only_for(host: Host, node: ast.Call) -> bool:
+    """``instantiate_device_type_tests(T, globals(), only_for=("cuda",))`` -> ``except_for="cpu"``
+    (the campaign's choice, pytorch#192015: the tuple had also shut out PrivateUse1); True when
+    handled. It widens the class to every accelerator, and says so."""
+    keyword = next((k for k in node.keywords if k.arg == "only_for"), None)
+    if keyword is None or any(k.arg == "except_for" for k in node.keywords):
+        return False
+    values = keyword.value.elts if isinstance(keyword.value, (ast.Tuple, ast.List)) else [keyword.value]
+    if not values or not all(isinstance(v, ast.Constant) and isinstance(v.value, str) for v in values) \
+            or not any(is_cuda_literal(v) for v in values) or any(v.value == "cpu" for v in values):  # type: ignore[attr-defined]
+        return False
+    item = host.add(keyword.value, "DC003", f"`only_for={host.source.segment(keyword.value)}` restricts "
+                    "the tests to CUDA", 'except_for="cpu"', "accelerator")
+    host.own(keyword.value)
+    parts = [host.source.segment(a) for a in node.args]
+    parts += ['except_for="cpu"' if k is keyword else host.source.segment(k) for k in node.keywords]
+    code = f"{host.source.segment(node.func)}({', '.join(parts)})"
+    item.fixed('replaced by except_for="cpu" (widens the tests from CUDA to every accelerator)',
+               ReplaceExpr(host.source.span(node), "Call", code))
     return True

@@ -7,7 +7,7 @@ atoms; :func:`pytest_devcaps.lint.items.decide` gives them their fix later.
 from __future__ import annotations
 
 import ast
-from typing import Callable, Literal
+from typing import Any, Callable, Literal
 
 from pytest_devcaps.lint import rules
 from pytest_devcaps.lint.gating import (
@@ -15,7 +15,7 @@ from pytest_devcaps.lint.gating import (
     need_for, resolve, unknown_device_word,
 )
 from pytest_devcaps.lint.items import Construct, Item
-from pytest_devcaps.lint.records import Need, ReplaceDecorator
+from pytest_devcaps.lint.records import Need, RemoveUnusedImport, ReplaceDecorator
 from pytest_devcaps.lint.scopes import ModuleFacts, Scope, device_parametrize, removable_device_parametrize
 from pytest_devcaps.lint.source import SourceFile
 
@@ -49,6 +49,12 @@ class GateReader:
         self.owned = owned
         self.constructs: list[Construct] = []
 
+    def where(self, scope: Scope) -> dict[str, Any]:
+        """The target the construct is written for, and the code it guards: the decorated
+        function or class (a module gate guards the whole file)."""
+        region = None if scope.kind == "module" else self.source.span(scope.node)
+        return {"target": self.source.target, "region": region}
+
     def _atom_of(self, used: Uses) -> Callable[[ast.expr], Atom | None]:
         return lambda e: classify(e, used, in_condition=True) or generic_atom(e)
 
@@ -60,7 +66,7 @@ class GateReader:
             return None
         need = need_for(cond, holds, self._atom_of(scope))
         construct = Construct(kind, self.source.span(node), need, scope.key, scope.device_fixture, style,
-                              has_pytestmark=self.facts.has_pytestmark)
+                              has_pytestmark=self.facts.has_pytestmark, **self.where(scope))
         for atom in atoms:
             construct.own(atom_item(self.source, atom))
             self.owned.add(id(atom.node))
@@ -97,13 +103,16 @@ class GateReader:
         need = _decorator_need(call, rule, scope)
         if need is None:
             return
+        if rule.gate is rules.ONLY_CUDA and device_type_class and call is None:
+            self._only_accelerator(decorator, scope)
+            return
         style: Style = "unittest" if scope.testcase else "pytest"
         construct = None
         if rule.condition_arg and call is not None and call.args:
             construct = self.condition("decorator", decorator, call.args[0], False, scope, style)
         if construct is None:
             construct = Construct("decorator", self.source.span(decorator), need, scope.key,
-                                  scope.device_fixture, style)
+                                  scope.device_fixture, style, **self.where(scope))
             text = " ".join(self.source.segment(decorator).split())
             marks = need.render()
             use = "@" + ", @".join(marks) if marks and not need.blockers else rule.gate.use
@@ -117,6 +126,20 @@ class GateReader:
                 "acts only in PyTorch's device-type tests; replace it by hand")
         self.owned.add(id(decorator))
 
+    def _only_accelerator(self, decorator: ast.expr, scope: Scope) -> None:
+        """``@onlyCUDA`` in a device-type class -> ``@onlyAccelerator`` (common_device_type:
+        skips on cpu and meta), the campaign's rewrite; it widens the test to every accelerator."""
+        span = self.source.span(decorator)
+        construct = Construct("decorator", span, Need(), scope.key, False, "unittest", **self.where(scope))
+        item = construct.own(Item(span, "DC011", "`@onlyCUDA`: CUDA-only test decorator",
+                                  "@onlyAccelerator", "accelerator"))
+        unused = [RemoveUnusedImport(self.facts.imports["onlyCUDA"], "onlyCUDA")] if "onlyCUDA" in self.facts.imports else []
+        item.fixed("replaced by @onlyAccelerator (widens the test from CUDA to every accelerator)",
+                   ReplaceDecorator(span, ("onlyAccelerator",)), *unused)
+        construct.keep = "fixed"  # decided here, not by items.decide
+        self.constructs.append(construct)
+        self.owned.add(id(decorator))
+
     def _local_mark(self, decorator: ast.expr, gate: LocalGate, scope: Scope) -> None:
         """``@requires_fp8`` where the file says ``requires_fp8 = pytest.mark.skipif(...)``."""
         if gate.kind != "mark":
@@ -126,7 +149,7 @@ class GateReader:
             return
         style: Style = "unittest" if scope.testcase else "pytest"
         construct = Construct("decorator", self.source.span(decorator), atom.when_true, scope.key,
-                              scope.device_fixture, style)
+                              scope.device_fixture, style, **self.where(scope))
         text = " ".join(self.source.segment(decorator).split())
         message, use = atom_message(self.source, atom)
         construct.own(Item(self.source.span(decorator), atom.code, f"`@{text}`: {message.split(': ', 1)[1]}",

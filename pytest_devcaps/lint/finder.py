@@ -14,7 +14,7 @@ from pytest_devcaps.lint.constructs import GateReader, atom_item
 from pytest_devcaps.lint.gating import Atom, classify, deviceish, dotted, is_cuda_literal, last_name
 from pytest_devcaps.lint.items import Construct, Item
 from pytest_devcaps.lint.records import (
-    VALUE, AddParameter, DropDefault, Edit, EditCall, Hardware, RemoveUnusedImport, ReplaceExpr, Span,
+    VALUE, AddParameter, DropDefault, Edit, EditCall, EnsureDeviceType, Hardware, RemoveUnusedImport, ReplaceExpr, Span,
 )
 from pytest_devcaps.lint.scopes import DeviceContext, ModuleFacts, Scope, class_scope, function_scope, module_scope
 from pytest_devcaps.lint.source import SourceFile
@@ -29,7 +29,8 @@ NO_DEVICE_HELPER = "a helper without a device: give it a `device` parameter and 
 
 
 class Finder(ast.NodeVisitor):
-    def __init__(self, source: SourceFile, threaded: frozenset[str] = frozenset()) -> None:
+    def __init__(self, source: SourceFile, threaded: frozenset[str] = frozenset(),
+                 global_helpers: bool = False) -> None:
         self.source = source
         self.facts = ModuleFacts(source.tree)
         self.items: list[Item] = []
@@ -40,7 +41,7 @@ class Finder(ast.NodeVisitor):
         self.aliases = Aliases(source, self.owned)
         self.expressions: list[Construct] = []
         self.statements: list[ast.stmt] = []
-        self.scopes = [module_scope(source.tree, self.facts, threaded)]
+        self.scopes = [module_scope(source.tree, self.facts, threaded, global_helpers)]
         self.threaded = threaded
         self.plumbing: list[Edit] = []  # callers passing device= to threaded helpers
         self._call_parent: dict[int, ast.Call] = {}
@@ -96,6 +97,42 @@ class Finder(ast.NodeVisitor):
                 return True
         return False
 
+    def vendor_keyed(self, atom: ast.AST) -> str | None:
+        """Why the check must stay: it picks per-vendor behaviour (``TEST_CUDA or TEST_XPU``
+        choosing memory_stats keys, an ``if``/``else`` on CUDA next to ``torch.version.hip``):
+        "any accelerator" would send Gaudi or MPS down CUDA's branch."""
+        statement = self.statements[-1] if self.statements else None
+        if statement is None:
+            return None
+        inside = {id(n) for n in ast.walk(atom)}
+        head = statement.test if isinstance(statement, (ast.If, ast.While)) else statement
+        words = {n.id for n in ast.walk(head) if isinstance(n, ast.Name) and id(n) not in inside}
+        words |= {n.attr for n in ast.walk(head) if isinstance(n, ast.Attribute) and id(n) not in inside}
+        other = sorted(w for w in words if rules.OTHER_VENDOR.search(w))
+        if other:
+            return (f"a vendor-keyed branch ({other[0]} next to the CUDA check): decide what each other "
+                    "accelerator does here; 'any accelerator' would take CUDA's branch")
+        if isinstance(statement, ast.If) and statement.orelse and any(id(n) in inside for n in ast.walk(statement.test)):
+            return ("an if/else on CUDA: the else branch is what non-CUDA devices did; decide whether "
+                    "every accelerator should take the CUDA branch")
+        return None
+
+    def cuda_object(self, node: ast.Call) -> bool:
+        """The CUDA stream/event ``node`` makes is used through a CUDA-only attribute
+        (``s = torch.cuda.Stream(); s.cuda_stream``): then it must stay CUDA's."""
+        statement = self.statements[-1] if self.statements else None
+        names = {""}
+        if isinstance(statement, (ast.Assign, ast.AnnAssign)) and statement.value is node:
+            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+            names = {dotted(t) for t in targets} - {""}
+        region = next((s.node for s in reversed(self.scopes) if s.kind == "class"), self.source.tree) \
+            if any(n.startswith("self.") for n in names) else self.scope.node
+        for child in ast.walk(region):
+            if isinstance(child, ast.Attribute) and child.attr in rules.CUDA_OBJECT_ATTRIBUTES and (
+                    child.value is node or dotted(child.value) in names):
+                return True
+        return False
+
     def why_no_device(self) -> str:
         return NO_DEVICE.get(self.scope.kind, NO_DEVICE_HELPER) if not self.scope.testcase or \
             self.scope.kind != "method" else NO_DEVICE["testcase"]
@@ -109,7 +146,7 @@ class Finder(ast.NodeVisitor):
         return top.key[0] if top is not None and top.kind == "function" and top.key else None
 
     def param_edits(self, context: DeviceContext, *fixtures: str) -> list[Edit]:
-        edits: list[Edit] = []
+        edits: list[Edit] = [EnsureDeviceType()] if context.source == "global" else []
         if context.param_owner is not None:
             edits.append(AddParameter(context.param_owner, "device", keyword_only=context.keyword_only))
         for name in fixtures:
@@ -124,7 +161,7 @@ class Finder(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        scope = class_scope(node, self.scope)
+        scope = class_scope(node, self.scope, node.name in self.facts.instantiated)
         self.items.extend(self.gates.decorators(node, scope, node.name in self.facts.instantiated))
         for statement in node.body:
             self.gates.pytestmark(statement, scope)
@@ -170,8 +207,12 @@ class Finder(ast.NodeVisitor):
         self.aliases.blocked_use(atom.node)
         need = atom.when_true
         if need.accelerator and not (need.capabilities or need.any_of or need.devices or need.blockers):
+            region = None if self.scope.kind == "module" else self.source.span(self.scope.node)
             construct = Construct("expr", item.span, need, None, False, "pytest",
-                                  node_class=type(atom.node).__name__)
+                                  node_class=type(atom.node).__name__, target=self.source.target, region=region)
+            vendor = self.vendor_keyed(atom.node)
+            if vendor:
+                construct.keep = vendor
             if self.guards_cuda_code(atom.node):
                 construct.keep = "it guards CUDA-only code in the same statement"
             construct.own(item)
@@ -227,6 +268,8 @@ class Finder(ast.NodeVisitor):
             self._atom(atom)
             return
         name = dotted(node.func)
+        if last_name(node.func) == "instantiate_device_type_tests":
+            calls.only_for(self, node)
         calls.assign_roles(self, node)
         if isinstance(node.func, ast.Name) and (node.func.id in self.threaded or node.func.id in self.facts.takes_device) \
                 and not any(k.arg in ("device", None) for k in node.keywords) and self.context() is not None:

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import ast
 import difflib
+from collections import Counter
 from dataclasses import dataclass
+from typing import Iterable
 
 from pytest_devcaps.errors import DevcapsError
 from pytest_devcaps.lint.analyze import analyze
 from pytest_devcaps.lint.codemod import apply_edits
-from pytest_devcaps.lint.records import Analysis
+from pytest_devcaps.lint.records import Analysis, Finding, Target
 
 MAX_ROUNDS = 4
 
@@ -21,12 +23,45 @@ class FixError(DevcapsError):
 
 
 @dataclass(frozen=True)
+class FileCounts:
+    path: str
+    found: dict[str, int]
+    fixed: dict[str, int]
+    left: dict[str, int]
+
+    def text(self) -> str:
+        def part(name: str, counts: dict[str, int]) -> str:
+            codes = ", ".join(f"{code} {n}" for code, n in sorted(counts.items()))
+            return f"{name} {sum(counts.values())}" + (f" ({codes})" if codes else "")
+        return f"{self.path}: {part('found', self.found)}; {part('fixed', self.fixed)}; {part('left', self.left)}"
+
+    def as_json(self) -> dict[str, object]:
+        return {"path": self.path, "found": self.found, "fixed": self.fixed, "left": self.left,
+                "totals": {"found": sum(self.found.values()), "fixed": sum(self.fixed.values()),
+                           "left": sum(self.left.values())}}
+
+
+def _by_code(findings: Iterable[Finding]) -> dict[str, int]:
+    return dict(sorted(Counter(f.code for f in findings).items()))
+
+
+def file_counts(path: str, found: Iterable[Finding], left: Iterable[Finding]) -> FileCounts:
+    found, left = list(found), list(left)
+    return FileCounts(path, _by_code(found), _by_code(f for f in found if f.fixable), _by_code(left))
+
+
+@dataclass(frozen=True)
 class FixResult:
     path: str
     before: str
     after: str
     fixed: int
     left: Analysis
+    found: Analysis | None = None  # the file before the rewrite
+
+    def counts(self) -> FileCounts:
+        """Found / fixed / left, by rule code (the migration report's line for this file)."""
+        return file_counts(self.path, self.found.findings if self.found else (), self.left.findings)
 
     @property
     def changed(self) -> bool:
@@ -39,12 +74,12 @@ class FixResult:
         return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 
 
-def fix_text(text: str, path: str = "<string>") -> FixResult:
+def fix_text(text: str, path: str = "<string>", target: Target = "devcaps") -> FixResult:
     """The rewritten text and what is left; raises FixError rather than return broken code."""
-    first = analyze(text, path)
+    first = analyze(text, path, target)
     current = text
     for _ in range(MAX_ROUNDS):
-        analysis = first if current is text else analyze(current, path)
+        analysis = first if current is text else analyze(current, path, target)
         if not analysis.readable or not analysis.edits:
             break
         new = apply_edits(current, analysis.edits)
@@ -56,5 +91,5 @@ def fix_text(text: str, path: str = "<string>") -> FixResult:
         if new == current:
             break
         current = new
-    left = first if current is text else analyze(current, path)
-    return FixResult(path, text, current, sum(f.fixable for f in first.findings), left)
+    left = first if current is text else analyze(current, path, target)
+    return FixResult(path, text, current, sum(f.fixable for f in first.findings), left, first)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, Mapping, Protocol
 
 from pytest_devcaps.lint import rules
+from pytest_devcaps.lint.resolution import qualified
 from pytest_devcaps.lint.records import NOTHING, Hardware, Need, join_hardware
 
 
@@ -90,7 +91,7 @@ def dotted(node: ast.AST) -> str:
         parts.append(node.attr)
         node = node.value
     if isinstance(node, ast.Name):
-        parts.append(node.id)
+        parts.append(qualified(node))
     elif isinstance(node, ast.Call):
         parts.append(dotted(node.func) + "()")
     else:

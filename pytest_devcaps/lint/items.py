@@ -67,6 +67,8 @@ class Construct:
     has_pytestmark: bool = False
     node_class: str = ""
     imported: list[tuple[str, str]] = field(default_factory=list)
+    target: str = "devcaps"
+    region: Span | None = None  # the code the gate guards (None: the whole file)
 
     def own(self, item: Item) -> Item:
         item.construct = self
@@ -97,6 +99,8 @@ def _why_kept(construct: Construct, residue: Item | None) -> str | None:
 
 def decide(construct: Construct, residue: Item | None) -> None:
     """Give the construct's atoms their edit (on the first) or say why they stay."""
+    if construct.keep == "fixed":
+        return
     why = _why_kept(construct, residue)
     edits: list[Edit] = []
     if why is None:
@@ -119,9 +123,41 @@ def decide(construct: Construct, residue: Item | None) -> None:
         item.fix = f"fixed with line {head.span.line}"
 
 
+def mark_decorators(need: Need, unittest_style: bool, target: str) -> tuple[str, ...] | None:
+    """The decorators that say ``need`` in ``target``'s vocabulary (None: it has none).
+    ``--target torch``: only what torch 2.13 provides (an accelerator check for the runtime
+    capabilities every accelerator has; common_distributed.skip_if_lt_x_gpu for a device count)."""
+    if target == "devcaps":
+        return need.render("" if unittest_style else "pytest.mark.")
+    if need.any_of or need.memory or any(not c.startswith("runtime.") for c in need.capabilities):
+        return None
+    marks = [f'unittest.skipIf(not {ACCELERATOR_AVAILABLE}, "needs an accelerator")'] \
+        if need.capabilities else []
+    if need.devices > 1:
+        marks.append(f"torch.testing._internal.common_distributed.skip_if_lt_x_gpu({need.devices})")
+    return tuple(marks)
+
+
+def _render(construct: Construct, need: Need) -> tuple[list[str], str | None]:
+    """The decorators/marks for ``need`` in the construct's style and target, or why none."""
+    if construct.target == "devcaps":
+        return list(need.render("" if construct.style == "unittest" and construct.kind == "decorator"
+                                else "pytest.mark.")), None
+    found = mark_decorators(need, True, "torch")
+    if found is None:
+        wanted = ", ".join(need.render(""))
+        return [], (f"torch 2.13 has no decorator for {wanted}: keep the gate, or convert with "
+                    "--target devcaps")
+    return list(found), None
+
+
 def _edits(construct: Construct) -> tuple[list[Edit], str | None]:
     need = replace(construct.need, accelerator=False)
-    marks = list(need.render())
+    marks, why = _render(construct, need)
+    if why is None and marks and construct.target == "torch" and construct.kind in ("module_statement", "mark_value"):
+        why = "pytestmark takes pytest marks, and torch 2.13 has none for this: convert with --target devcaps"
+    if why is not None:
+        return [], why
     # A capability, device count or memory mark is asked of the test's device: it already
     # says "not this device" wherever the plain "needs CUDA" would have.
     accelerator = construct.need.accelerator and not construct.device_fixture and not marks
@@ -133,8 +169,13 @@ def _edits(construct: Construct) -> tuple[list[Edit], str | None]:
     if construct.kind == "statement":
         edits: list[Edit] = [ReplaceStatement(construct.span, "pass" if construct.empty_body else "")]
         if marks and construct.scope is not None:
-            edits.append(AddMarks(construct.scope, need))
+            edits.append(AddMarks(construct.scope, need) if construct.target == "devcaps"
+                         else AddMarks(construct.scope, need, tuple(marks)))
         return edits, None
+    return _module_edits(construct, marks, accelerator)
+
+
+def _module_edits(construct: Construct, marks: list[str], accelerator: bool) -> tuple[list[Edit], str | None]:
     if construct.kind == "module_statement":
         if marks and construct.has_pytestmark:
             return [], "the module already sets pytestmark; add the marks there"

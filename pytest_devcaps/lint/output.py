@@ -34,7 +34,7 @@ def _finding(finding: Finding) -> dict[str, object]:
             "use": finding.use, "fixable": finding.fixable, "fix": finding.fix}
 
 
-def render_json(analyses: Sequence[Analysis]) -> str:
+def render_json(analyses: Sequence[Analysis], migration: Sequence[dict[str, object]] | None = None) -> str:
     files = []
     for analysis in analyses:
         if not analysis.findings:
@@ -46,7 +46,10 @@ def render_json(analyses: Sequence[Analysis]) -> str:
                       "findings": [_finding(f) for f in analysis.findings]})
     findings = [f for a in analyses for f in a.findings]
     summary = {"files": len(files), "findings": len(findings), "fixable": sum(f.fixable for f in findings)}
-    return json.dumps({"version": 1, "files": files, "summary": summary}, indent=2) + "\n"
+    document: dict[str, object] = {"version": 1, "files": files, "summary": summary}
+    if migration is not None:  # --fix: found / fixed / left per file, by rule code
+        document["migration"] = list(migration)
+    return json.dumps(document, indent=2) + "\n"
 
 
 def _escape(text: str, *, property_: bool = False) -> str:
@@ -70,9 +73,11 @@ def render_github(analyses: Sequence[Analysis]) -> str:
     return "".join(line + "\n" for line in lines)
 
 
-def render(analyses: Sequence[Analysis], fmt: str) -> str:
+def render(analyses: Sequence[Analysis], fmt: str, migration: Sequence[dict[str, object]] | None = None) -> str:
     ordered = sorted(analyses, key=lambda a: a.path)
-    return {"text": render_text, "json": render_json, "github": render_github}[fmt](ordered)
+    if fmt == "json":
+        return render_json(ordered, migration)
+    return {"text": render_text, "github": render_github}[fmt](ordered)
 
 
 def summary(analyses: Sequence[Analysis]) -> str:

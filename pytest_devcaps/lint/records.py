@@ -65,6 +65,7 @@ class Need:
     qualifier: bool = False
     blockers: tuple[str, ...] = ()
     hardware: Hardware | None = None
+    native: bool = False  # the hardware must do it (an sm_89 fp8 gate), emulation does not count
 
     def __and__(self, other: Need) -> Need:
         return Need(
@@ -75,6 +76,7 @@ class Need:
             accelerator=self.accelerator or other.accelerator,
             blockers=_unique(self.blockers + other.blockers),
             hardware=_stricter(self.hardware, other.hardware),
+            native=self.native or other.native,
         )
 
     @property
@@ -86,21 +88,24 @@ class Need:
     def convertible(self) -> bool:
         return not self.blockers and not self.qualifier
 
-    def render(self) -> tuple[str, ...]:
-        """The marks (decorator expressions, without ``@``) for this need."""
+    def render(self, prefix: str = "pytest.mark.") -> tuple[str, ...]:
+        """The marks (decorator expressions, without ``@``) for this need; ``prefix`` "" gives
+        pytest_devcaps' decorators of the same names (they also work under unittest)."""
         marks: list[str] = []
         groups = list(self.any_of)
         if self.capabilities or groups:
             args = [_quote(c) for c in self.capabilities]
             if groups:
                 args.append("any_of=[" + ", ".join(_quote(c) for c in groups.pop(0)) + "]")
-            marks.append(f"pytest.mark.requires_capability({', '.join(args)})")
-        marks.extend("pytest.mark.requires_capability(any_of=[" + ", ".join(_quote(c) for c in g) + "])"
+            if self.native:
+                args.append("native=True")
+            marks.append(f"{prefix}requires_capability({', '.join(args)})")
+        marks.extend(f"{prefix}requires_capability(any_of=[" + ", ".join(_quote(c) for c in g) + "])"
                      for g in groups)
         if self.devices > 1:
-            marks.append(f"pytest.mark.requires_devices({self.devices})")
+            marks.append(f"{prefix}requires_devices({self.devices})")
         if self.memory:
-            marks.append(f"pytest.mark.requires_memory({_quote(self.memory)})")
+            marks.append(f"{prefix}requires_memory({_quote(self.memory)})")
         return tuple(marks)
 
 
@@ -122,6 +127,12 @@ def join_hardware(hints: list[Hardware | None]) -> Hardware:
     for hint in hints:
         result = _stricter(result, hint)
     return result or "generic"
+
+
+def explains(hint: Hardware | None, result: Hardware) -> bool:
+    """True when a finding with ``hint`` is one reason the file is classified ``result``: its hint
+    is that class, or stricter (an NVIDIA-only or ROCm-only gate explains ``cuda``)."""
+    return hint is not None and hint != "generic" and _ORDER[hint] >= _ORDER[result]
 
 
 def _unique(items: tuple[T, ...]) -> tuple[T, ...]:
@@ -171,6 +182,8 @@ class AddMarks:
 
     scope: ScopeKey
     need: Need
+    decorators: tuple[str, ...] | None = None  # as written (None: the need rendered with ``prefix``)
+    prefix: str = "pytest.mark."  # "": pytest_devcaps' decorators (they work under unittest too)
 
 
 @dataclass(frozen=True)
@@ -210,11 +223,21 @@ class RemoveUnusedImport:
     """``from module import name`` may be unused after the rewrite; drop it only if it is."""
 
     module: str
-    name: str
+    name: str  # "": ``import module as asname``
+    asname: str | None = None
+
+
+@dataclass(frozen=True)
+class EnsureDeviceType:
+    """The file needs one module-level ``device_type`` (the accelerator's type, else "cpu"),
+    added after its imports unless the module already binds that name."""
 
 
 Edit = Union[ReplaceExpr, ReplaceDecorator, ReplaceStatement, AddMarks, AddParameter, DropDefault,
-             EditCall, RemoveUnusedImport]
+             EditCall, RemoveUnusedImport, EnsureDeviceType]
+
+Target = Literal["devcaps", "torch"]
+TARGETS: tuple[Target, ...] = ("devcaps", "torch")
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ and accelerate's ``test_utils/testing.py`` (``require_torch_gpu``, ``require_tor
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pytest_devcaps.lint.records import Hardware, Need
 
@@ -79,6 +79,19 @@ TYPED = {"device": "device", "type": "device.type", "str": "str(device)"}
 UNTYPED = {"device": "device", "type": "torch.device(device).type", "str": "str(device)"}
 # A module-level ``DEVICE = "cuda"`` that is used outside tests becomes "the accelerator, else
 # the CPU" (torch.accelerator.current_accelerator() is None on a CPU-only build).
+# Where no fixture or parameter gives a device (a unittest.TestCase, MultiProcessTestCase, a
+# helper, module level): one module-level ``device_type``, as PyTorch's converted distributed
+# tests write it (e.g. test/distributed/_composable/fsdp/test_fully_shard_*.py):
+# ``torch.accelerator.current_accelerator()`` is None on a CPU-only build, hence the fallback.
+DEVICE_TYPE_NAME = "device_type"
+DEVICE_TYPE_STATEMENT = 'device_type = acc.type if (acc := torch.accelerator.current_accelerator()) else "cpu"'
+# In a class instantiate_device_type_tests generates, the class's own device type
+# (common_device_type.DeviceTypeTestBase.device_type), and the test's ``device`` argument.
+DEVICE_SOURCES: dict[str, dict[str, str]] = {
+    "global": {"device": DEVICE_TYPE_NAME, "type": DEVICE_TYPE_NAME, "str": DEVICE_TYPE_NAME},
+    "self": {"device": "self.device_type", "type": "self.device_type", "str": "self.device_type"},
+    "self_device": {"device": "device", "type": "self.device_type", "str": "device"},
+}
 ACCELERATOR_DEVICE = 'torch.accelerator.current_accelerator() or torch.device("cpu")'
 ACCELERATOR_TYPE = '(torch.accelerator.current_accelerator() or torch.device("cpu")).type'
 ACCELERATOR_AVAILABLE = "torch.accelerator.is_available()"
@@ -152,6 +165,8 @@ FP8_BY_USE = (
     ByUse(FNUZ_NAMES, _any("dtype.fp8_e4m3fn", "dtype.fp8_e4m3fnuz")),
     ByUse(FP8_NAMES, _caps("dtype.fp8_e4m3fn")),
 )
+# An arch gate means the hardware does fp8: emulation (a CPU) does not count (native=True).
+FP8_NATIVE_BY_USE = tuple(ByUse(b.names, replace(b.need, native=True)) for b in FP8_BY_USE)
 SM80_BY_USE = (
     ByUse(frozenset({"scaled_dot_product_attention", "sdpa_kernel", "SDPBackend", "FLASH_ATTENTION",
                      "flash_attention"}), _caps("attention.flash")),
@@ -185,10 +200,10 @@ def sm_gate(level: int) -> Gate:
             "matmuls, mm.grouped for grouped GEMMs)", "nvidia"),
             "requires_capability('mm.scaled_mx' | 'mm.grouped')", by_use=SM100_BY_USE)
     if level >= 89:
-        default = (_caps("dtype.fp8_e4m3fn") if level < 90 else _blocked(
+        default = (replace(_caps("dtype.fp8_e4m3fn"), native=True) if level < 90 else _blocked(
             f"{label} gates Hopper features with no capability (TMA, wgmma) unless the test uses fp8",
             "nvidia"))
-        return Gate("DC006", label, default, FP8_USE, by_use=FP8_BY_USE)
+        return Gate("DC006", label, default, FP8_USE, by_use=FP8_NATIVE_BY_USE)
     if level >= 80:
         return Gate("DC006", label, _blocked(
             f"{label}: name what the test needs (dtype.bf16, dtype.tf32, attention.flash)", "nvidia"),
@@ -226,7 +241,8 @@ PLATFORM_SUPPORTS: dict[str, Gate] = {
                             "requires_capability(any_of=['attention.flash', 'attention.mem_efficient', "
                             "'attention.cudnn'])"),
     "BF16": Gate("DC006", "bf16", _caps("dtype.bf16"), "requires_capability('dtype.bf16')"),
-    "FP8": Gate("DC006", "fp8", _caps("dtype.fp8_e4m3fn"), FP8_USE, by_use=FP8_BY_USE),
+    "FP8": Gate("DC006", "fp8", replace(_caps("dtype.fp8_e4m3fn"), native=True), FP8_USE,
+                by_use=FP8_NATIVE_BY_USE),
     "MX_GEMM": Gate("DC006", "MX-format scaled matmul", _caps("mm.scaled_mx"),
                     "requires_capability('mm.scaled_mx')"),
     "FP8_GROUPED_GEMM": Gate("DC006", "fp8 grouped GEMM", _caps("mm.grouped", "mm.scaled"),
@@ -410,13 +426,23 @@ class CudaCall:
     blocks_cpu: bool = True
     hardware: Hardware | None = "accelerator"
     code: str = "DC004"
+    accelerator: str | None = None  # the same function in torch 2.13 (torch.accelerator.*, torch.Stream)
 
 
 def _runtime(name: str, capability: str | None = None, blocks: bool = True,
              hardware: Hardware | None = "accelerator") -> CudaCall:
-    return CudaCall(f"device_runtime.{name}() (the device_runtime fixture)",
-                    test=f"device_runtime.{name}", device=f"pytest_devcaps.runtime.{name}",
-                    device_arg="device", capability=capability, blocks_cpu=blocks, hardware=hardware)
+    return CudaCall(f"torch.accelerator.{name}(), or device_runtime.{name}() (the device_runtime fixture)",
+                    test=f"device_runtime.{name}", device_arg="device", capability=capability,
+                    blocks_cpu=blocks, hardware=hardware, accelerator=f"torch.accelerator.{name}")
+
+
+def _accelerator(name: str, capability: str | None = None, same: str | None = None) -> CudaCall:
+    """``torch.cuda.<name>`` -> ``torch.accelerator.<same or name>`` (torch 2.13,
+    torch/accelerator/__init__.py and torch/accelerator/memory.py: every one takes the device
+    positionally, None for the current one)."""
+    target = f"torch.accelerator.{same or name}"
+    suffix = f" with requires_capability('{capability}')" if capability else ""
+    return CudaCall(f"{target}(){suffix}", capability=capability, accelerator=target)
 
 
 CUDA_CALLS: dict[str, CudaCall] = {
@@ -432,38 +458,50 @@ CUDA_CALLS: dict[str, CudaCall] = {
     "manual_seed_all": CudaCall("torch.manual_seed(n) (seeds every device)", anywhere="torch.manual_seed",
                                 blocks_cpu=False, hardware=None),
     "device_count": CudaCall("torch.accelerator.device_count()", anywhere="torch.accelerator.device_count",
-                             blocks_cpu=False),
-    "current_device": CudaCall("torch.accelerator.current_device_index()",
-                               anywhere="torch.accelerator.current_device_index"),
-    "set_device": CudaCall("torch.accelerator.set_device_index(i)",
-                           anywhere="torch.accelerator.set_device_index"),
+                             blocks_cpu=False, accelerator="torch.accelerator.device_count"),
+    "current_device": _accelerator("current_device", same="current_device_index"),
+    "set_device": _accelerator("set_device", same="set_device_index"),
     "is_available": CudaCall(ACCELERATOR_AVAILABLE, anywhere="torch.accelerator.is_available",
-                             blocks_cpu=False, code="DC001"),
+                             blocks_cpu=False, code="DC001", accelerator="torch.accelerator.is_available"),
+    # torch.Stream / torch.Event (torch/_C/__init__.pyi: Stream(device=None, *, priority=0),
+    # Event(device=None, *, enable_timing=False, ...)): the current accelerator's
     "Stream": CudaCall("torch.Stream(device) with requires_capability('runtime.streams')",
-                       test="torch.Stream", device="torch.Stream", device_arg="device",
-                       capability="runtime.streams"),
+                       capability="runtime.streams", accelerator="torch.Stream"),
     "Event": CudaCall("torch.Event(device) with requires_capability('runtime.events')",
-                      test="torch.Event", device="torch.Event", device_arg="device",
-                      capability="runtime.events"),
-    "current_stream": CudaCall("torch.accelerator.current_stream(device)",
-                               test="torch.accelerator.current_stream",
-                               device="torch.accelerator.current_stream", device_arg="0",
-                               capability="runtime.streams"),
+                      capability="runtime.events", accelerator="torch.Event"),
+    "current_stream": _accelerator("current_stream", "runtime.streams"),
     "stream": CudaCall("the stream as a context manager (with stream: ...)", capability="runtime.streams"),
     "CUDAGraph": CudaCall("torch.accelerator.Graph with requires_capability('runtime.graphs')"),
     "graph": CudaCall("torch.accelerator.Graph with requires_capability('runtime.graphs')"),
     "make_graphed_callables": CudaCall("requires_capability('runtime.graphs') and the device's graph API"),
     "get_device_properties": CudaCall("the devcaps fixture (devcaps.has(...)) instead of device properties",
                                       hardware="cuda"),
+    # torch.accelerator.get_device_capability exists in 2.13 but returns a dict of supported
+    # dtypes, not CUDA's (major, minor): not the same function
     "get_device_capability": CudaCall("requires_capability for the feature the capability gates",
                                       hardware="cuda"),
     "get_device_name": CudaCall("the devcaps fixture; a device name is not a capability", hardware="cuda"),
     "_sleep": CudaCall("no device-generic spin kernel: keep the test CUDA-only", hardware="cuda"),
-    "memory_reserved": CudaCall("torch.accelerator.memory_reserved() with requires_capability('runtime.memory_stats')"),
-    "max_memory_reserved": CudaCall("torch.accelerator.max_memory_reserved() with requires_capability('runtime.memory_stats')"),
-    "mem_get_info": CudaCall("torch.accelerator.get_memory_info() with requires_capability('runtime.memory_stats')"),
+    "memory_reserved": _accelerator("memory_reserved", "runtime.memory_stats"),
+    "max_memory_reserved": _accelerator("max_memory_reserved", "runtime.memory_stats"),
+    "reset_accumulated_memory_stats": _accelerator("reset_accumulated_memory_stats"),
+    "mem_get_info": _accelerator("mem_get_info", "runtime.memory_stats", same="get_memory_info"),
+    "set_stream": _accelerator("set_stream", "runtime.streams"),
+    "current_device_index": _accelerator("current_device_index"),
+    "set_device_index": _accelerator("set_device_index"),
 }
-DEFAULT_CUDA_CALL = CudaCall("torch.accelerator, pytest_devcaps.runtime or the device_runtime fixture")
+DEFAULT_CUDA_CALL = CudaCall("torch.accelerator, or the device_runtime fixture")
+# torch.cuda functions torch.cpu has too (torch 2.13 torch/cpu/__init__.py: set_device and
+# synchronize are no-ops there, current_device is "cpu"): where the device comes from a fixture
+# or a parameter it may be the CPU, on which every torch.accelerator function but
+# is_available/device_count raises ("Cannot access accelerator device when none is available"),
+# so the call goes to that device's module: torch.get_device_module(device).set_device(rank) is
+# torch.cuda.set_device(rank) on CUDA, the same call as before.
+CPU_MODULE_CALLS = frozenset({"set_device", "current_device", "synchronize", "current_stream"})
+# Names that single out another vendor next to a CUDA check (a vendor-keyed branch).
+OTHER_VENDOR = re.compile(r"XPU|HPU|MPS|NPU|MTIA|ROCM|rocm|hip(?![a-z])|HIP|xpu|hpu|mps(?![a-z])|npu")
+# Attributes only a CUDA stream / event has: the object they are read from stays CUDA's.
+CUDA_OBJECT_ATTRIBUTES = frozenset({"cuda_stream", "cuda_event", "ipc_handle", "from_ipc_handle"})
 AMP_USE = "torch.autocast(device.type, ...) / torch.amp.GradScaler(device.type)"
 # torch.cuda.amp.X(...) -> torch.amp / torch.autocast with the device type first.
 CUDA_AMP: dict[str, str] = {"autocast": "torch.autocast", "GradScaler": "torch.amp.GradScaler"}

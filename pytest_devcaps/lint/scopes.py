@@ -7,7 +7,7 @@ defined inside a test sees the test's ``device``.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, Mapping
 
 from pytest_devcaps.lint import rules
@@ -30,9 +30,23 @@ class DeviceContext:
     fixture_owner: ScopeKey | None = None
     mark_owner: ScopeKey | None = None
     keyword_only: bool = False  # a helper given ``*, device`` (its callers pass device=...)
+    # where the device comes from when no fixture or parameter gives one: "" (a fixture or
+    # parameter), "global" (the module's ``device_type``), "self" (``self.device_type`` in a
+    # class instantiate_device_type_tests generates), "self_device" (that, with a ``device`` arg)
+    source: str = ""
 
     def expr(self, role: str) -> str:
+        if self.source:
+            return rules.DEVICE_SOURCES[self.source][role]
         return (rules.TYPED if self.typed else rules.UNTYPED)[role]
+
+    @property
+    def fixtures(self) -> bool:
+        """Can ask for the plugin's fixtures (device_runtime, dist_backend): a pytest test."""
+        return self.typed and self.fixture_owner is not None and not self.source
+
+
+GLOBAL = DeviceContext(None, False, source="global")
 
 
 class Scope:
@@ -54,6 +68,9 @@ class Scope:
         self._bound: frozenset[str] | None = None
         self.local_gates: Mapping[str, LocalGate] = parent.local_gates if parent is not None else {}
         self.threaded: frozenset[str] = parent.threaded if parent is not None else frozenset()
+        # helpers use the module's device_type (no pytest test can lend them its device)
+        self.global_helpers: bool = parent.global_helpers if parent is not None else False
+        self.instantiated = False  # a class instantiate_device_type_tests generates
 
     @property
     def used(self) -> frozenset[str]:
@@ -216,22 +233,32 @@ def _has_bases(node: ast.ClassDef) -> bool:
 def function_scope(node: ast.FunctionDef | ast.AsyncFunctionDef, parent: Scope) -> Scope:
     kind = _function_kind(node, parent)
     params = parameters(node)
-    context: DeviceContext | None = None
     key = scope_key(node)
+    context = _function_context(node, kind, params, key, parent)
+    fixture = kind == "test" and context is not None and context.typed and not context.source
+    return Scope(kind, key, node, context, parent=parent, testcase=parent.testcase, device_fixture=fixture,
+                 declared=parent.declared | declared_capabilities(list(node.decorator_list)))
+
+
+def _function_context(node: ast.FunctionDef | ast.AsyncFunctionDef, kind: Kind, params: list[str],
+                      key: ScopeKey, parent: Scope) -> DeviceContext | None:
+    """How code in the function names its device (None: not decided yet, see ``global_helpers``)."""
     if kind in ("test", "fixture"):
         parametrize = device_parametrize(node)
         typed = parametrize is None or removable_device_parametrize(parametrize)
-        context = DeviceContext(None if "device" in params else key, typed, key,
-                                key if kind == "test" else None)
-    elif "device" in params:
-        context = DeviceContext(None, False)
-    elif kind == "function" and node.name in parent.threaded:
-        context = DeviceContext(key, False, keyword_only=True)
-    elif kind == "nested":
-        context = parent.context
-    fixture = kind == "test" and context is not None and context.typed
-    return Scope(kind, key, node, context, parent=parent, testcase=parent.testcase, device_fixture=fixture,
-                 declared=parent.declared | declared_capabilities(list(node.decorator_list)))
+        return DeviceContext(None if "device" in params else key, typed, key, key if kind == "test" else None)
+    owner = key if kind == "testcase" else None
+    if kind in ("testcase", "method") and parent.instantiated and params[:1] == ["self"]:
+        return DeviceContext(None, False, mark_owner=owner, source="self_device" if "device" in params else "self")
+    if "device" in params:
+        return DeviceContext(None, False, mark_owner=owner)
+    if kind in ("testcase", "method"):
+        return replace(GLOBAL, mark_owner=owner)
+    if kind == "function" and node.name in parent.threaded:
+        return DeviceContext(key, False, keyword_only=True)
+    if kind == "nested":
+        return parent.context or GLOBAL
+    return GLOBAL if parent.global_helpers else None
 
 
 def _function_kind(node: ast.FunctionDef | ast.AsyncFunctionDef, parent: Scope) -> Kind:
@@ -254,19 +281,25 @@ def _pytest_class(node: ast.AST) -> bool:
     return isinstance(node, ast.ClassDef) and node.name.startswith("Test") and not _has_bases(node)
 
 
-def class_scope(node: ast.ClassDef, parent: Scope) -> Scope:
+def class_scope(node: ast.ClassDef, parent: Scope, instantiated: bool = False) -> Scope:
     testcase = parent.testcase or _has_bases(node)
     marks = list(node.decorator_list) + [s.value for s in node.body if isinstance(s, ast.Assign) and any(
         isinstance(t, ast.Name) and t.id == "pytestmark" for t in s.targets)]
-    return Scope("class", scope_key(node), node, None, parent=parent, testcase=testcase,
-                 device_fixture=not testcase and parent.device_fixture,
-                 declared=parent.declared | declared_capabilities(marks))
+    scope = Scope("class", scope_key(node), node, GLOBAL, parent=parent, testcase=testcase,
+                  device_fixture=not testcase and parent.device_fixture,
+                  declared=parent.declared | declared_capabilities(marks))
+    scope.instantiated = instantiated
+    return scope
 
 
-def module_scope(tree: ast.Module, facts: ModuleFacts, threaded: frozenset[str] = frozenset()) -> Scope:
-    """The module's scope; ``threaded`` helpers get a ``device`` parameter from their callers."""
-    scope = Scope("module", None, tree, None, device_fixture=facts.pytest_only,
+def module_scope(tree: ast.Module, facts: ModuleFacts, threaded: frozenset[str] = frozenset(),
+                 global_helpers: bool = False) -> Scope:
+    """The module's scope; ``threaded`` helpers get a ``device`` parameter from their callers,
+    the others (with ``global_helpers``, or in a file with TestCase classes) use the module's
+    ``device_type``."""
+    scope = Scope("module", None, tree, GLOBAL, device_fixture=facts.pytest_only,
                   declared=declared_capabilities(_module_marks(tree)))
     scope.local_gates = facts.local_gates
     scope.threaded = threaded
+    scope.global_helpers = global_helpers or not facts.pytest_only
     return scope

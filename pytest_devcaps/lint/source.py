@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
 from pytest_devcaps.errors import DevcapsError, did_you_mean
-from pytest_devcaps.lint.records import Span
+from pytest_devcaps.lint.records import Span, Target
 from pytest_devcaps.lint.rules import ALLOW_PRAGMA, RULES
 
 
@@ -45,6 +45,8 @@ class SourceFile:
         self.lines = text.splitlines()
         self.pragmas: dict[int, Pragma] = {}
         self.bad_pragmas: list[tuple[int, int, str]] = []
+        # the vocabulary --fix writes: "devcaps" (this plugin's decorators) or "torch" (torch only)
+        self.target: Target = "devcaps"
         self._read_pragmas()
 
     def _read_pragmas(self) -> None:

@@ -21,8 +21,9 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from pytest_devcaps.lint import rules
 from pytest_devcaps.lint.records import (
-    VALUE, AddMarks, AddParameter, DropDefault, Edit, EditCall, Need, RemoveUnusedImport, ReplaceDecorator,
+    VALUE, AddMarks, AddParameter, DropDefault, Edit, EditCall, EnsureDeviceType, Need, RemoveUnusedImport, ReplaceDecorator,
     ReplaceExpr, ReplaceStatement, ScopeKey, Span,
 )
 
@@ -51,6 +52,9 @@ class _Plan:
         self.params: dict[ScopeKey, dict[str, bool]] = defaultdict(dict)
         self.defaults: dict[ScopeKey, set[str]] = defaultdict(set)
         self.unused: list[RemoveUnusedImport] = []
+        self.written: dict[ScopeKey, list[str]] = defaultdict(list)  # decorators given as code
+        self.device_type = False
+        self.prefix: dict[ScopeKey, str] = {}
         for edit in edits:
             self._add(edit)
 
@@ -63,7 +67,12 @@ class _Plan:
             self.decorators[edit.span] = edit
         elif isinstance(edit, ReplaceStatement):
             self.statements[edit.span] = edit
+        elif isinstance(edit, EnsureDeviceType):
+            self.device_type = True
+        elif isinstance(edit, AddMarks) and edit.decorators is not None:
+            self.written[edit.scope].extend(d for d in edit.decorators if d not in self.written[edit.scope])
         elif isinstance(edit, AddMarks):
+            self.prefix[edit.scope] = edit.prefix
             previous = self.marks.get(edit.scope)
             self.marks[edit.scope] = edit.need if previous is None else previous & edit.need
         elif isinstance(edit, AddParameter):
@@ -167,7 +176,8 @@ class Transformer(cst.CSTTransformer):
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
         key = (original_node.name.value, self.span(original_node.name).line)
-        decorated = self.decorate(original_node.decorators, updated_node.decorators, self.plan.marks.get(key))
+        decorated = self.decorate(original_node.decorators, updated_node.decorators, self.plan.marks.get(key),
+                                  self.plan.written.get(key, []), self.plan.prefix.get(key, "pytest.mark."))
         return _parameters(updated_node.with_changes(decorators=decorated), self.plan.params.get(key, {}),
                            self.plan.defaults.get(key, set()))
 
@@ -176,8 +186,9 @@ class Transformer(cst.CSTTransformer):
                                                                   updated_node.decorators, None))
 
     def decorate(self, before: Sequence[cst.Decorator], after: Sequence[cst.Decorator],
-                 need: Need | None) -> list[cst.Decorator]:
-        decorators = [cst.Decorator(self.expression(m)) for m in (need.render() if need is not None else ())]
+                 need: Need | None, written: Sequence[str] = (), prefix: str = "pytest.mark.") -> list[cst.Decorator]:
+        marks = [*(need.render(prefix) if need is not None else ()), *written]
+        decorators = [cst.Decorator(self.expression(m)) for m in marks]
         for old, new in zip(before, after):
             edit = self.plan.decorators.get(self.span(old.decorator))
             if edit is None:
@@ -188,7 +199,19 @@ class Transformer(cst.CSTTransformer):
                 replacement[0] = replacement[0].with_changes(leading_lines=new.leading_lines)
                 replacement[-1] = replacement[-1].with_changes(trailing_whitespace=new.trailing_whitespace)
             decorators.extend(replacement)
-        return decorators
+        return _unique_decorators(decorators)
+
+
+def _unique_decorators(decorators: list[cst.Decorator]) -> list[cst.Decorator]:
+    """A decorator written twice (a mark and a rewritten gate saying the same) once."""
+    seen: set[str] = set()
+    kept = []
+    for decorator in decorators:
+        code = cst.Module([]).code_for_node(decorator.decorator)
+        if code not in seen:
+            seen.add(code)
+            kept.append(decorator)
+    return kept
 
 
 def _with_blank_lines(node: cst.BaseStatement, blank: list[cst.EmptyLine]) -> cst.BaseStatement:
@@ -241,20 +264,125 @@ def _parameters(node: cst.FunctionDef, wanted: dict[str, bool], no_default: set[
                                                         star_arg=star))
 
 
+# Names the new code may use bare, and the module each is imported from.
+BARE_NAMES: dict[str, str] = {
+    **{n: "pytest_devcaps" for n in ("requires_capability", "requires_devices", "requires_memory", "hardware")},
+    "onlyAccelerator": "torch.testing._internal.common_device_type",
+}
+QUALIFIED_FROM = {"torch.testing._internal.common_distributed.": "torch.testing._internal.common_distributed"}
+
+
+def _imports(context: CodemodContext, inserted: list[str], module: cst.Module) -> list[str]:
+    """Schedule the imports the inserted code needs; returns the code with long qualified names
+    shortened to the imported name."""
+    out: list[str] = []
+    for code in inserted:
+        for prefix, module_name in QUALIFIED_FROM.items():
+            for name in re.findall(re.escape(prefix) + r"(\w+)", code):
+                AddImportsVisitor.add_needed_import(context, module_name, name)
+        for name, module_name in BARE_NAMES.items():
+            if re.search(rf"(?<![\w.]){name}\(|^{name}$", code):
+                AddImportsVisitor.add_needed_import(context, module_name, name)
+        out.append(code)
+    for module_name in sorted({m for code in inserted for prefix, m in IMPORTS
+                               if re.search(r"(?<![\w.])" + re.escape(prefix), code)}):
+        if not re.search(rf"^\s*import {re.escape(module_name)}\s*$", module.code, re.MULTILINE):
+            AddImportsVisitor.add_needed_import(context, module_name)
+    return out
+
+
+class _ShortenQualified(cst.CSTTransformer):
+    """``torch.testing._internal.common_distributed.skip_if_lt_x_gpu`` written by a rule ->
+    ``skip_if_lt_x_gpu`` (imported by name, as a person writes it)."""
+
+    def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.BaseExpression:
+        code = cst.Module([]).code_for_node(updated_node)
+        for prefix in QUALIFIED_FROM:
+            if code.startswith(prefix) and "." not in code[len(prefix):]:
+                return cst.Name(updated_node.attr.value)
+        return updated_node
+
+
+def _binds_device_type(module: cst.Module) -> bool:
+    return any(re.match(rf"\s*{rules.DEVICE_TYPE_NAME}\s*[:=]", module.code_for_node(s))
+               for s in module.body if isinstance(s, cst.SimpleStatementLine))
+
+
+def _add_device_type(module: cst.Module) -> cst.Module:
+    """One ``device_type = ...`` after the module's leading imports (and docstring)."""
+    if _binds_device_type(module):
+        return module
+    body = list(module.body)
+    index = 0
+    for i, statement in enumerate(body):
+        if isinstance(statement, cst.SimpleStatementLine) and all(
+                isinstance(s, (cst.Import, cst.ImportFrom)) or (isinstance(s, cst.Expr) and i == 0)
+                for s in statement.body):
+            index = i + 1
+        elif isinstance(statement, cst.Try) and index == i:  # try: import ... except ImportError
+            index = i + 1
+        else:
+            break
+    line = cst.parse_statement(rules.DEVICE_TYPE_STATEMENT).with_changes(leading_lines=[cst.EmptyLine()])
+    after = body[index] if index < len(body) else None
+    if isinstance(after, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+        blank = sum(e.comment is None for e in after.leading_lines)
+        wanted = 2 if isinstance(after, (cst.FunctionDef, cst.ClassDef)) else 1
+        if blank < wanted:
+            body[index] = after.with_changes(leading_lines=[cst.EmptyLine()] * (wanted - blank)
+                                             + list(after.leading_lines))
+    body.insert(index, line)
+    return module.with_changes(body=body)
+
+
+LINE_LENGTH = 88  # black's and ruff's default
+
+
+def _import_code(node: cst.ImportFrom, module: cst.Module) -> str | None:
+    """``from x import a, b`` as a person (or ruff format) writes it."""
+    if isinstance(node.names, cst.ImportStar) or node.module is None:
+        return None
+    source = "." * len(node.relative) + module.code_for_node(node.module)
+    names = [module.code_for_node(a.with_changes(comma=cst.MaybeSentinel.DEFAULT)) for a in node.names]
+    line = f"from {source} import {', '.join(names)}"
+    if len(line) <= LINE_LENGTH:
+        return line
+    return f"from {source} import (\n" + "".join(f"    {n},\n" for n in names) + ")"
+
+
+def _tidy_imports(module: cst.Module, original: str) -> cst.Module:
+    """Imports LibCST's import visitors changed, rewritten on one line (or one name a line with
+    a trailing comma when too long): no ``(\n    a)`` left behind."""
+    body = list(module.body)
+    for index, statement in enumerate(body):
+        if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
+                and isinstance(statement.body[0], cst.ImportFrom)):
+            continue
+        if module.code_for_node(statement.with_changes(leading_lines=[])).strip() in original:
+            continue
+        code = _import_code(statement.body[0], module)
+        if code is not None:
+            new = cst.parse_statement(code)
+            body[index] = new.with_changes(leading_lines=statement.leading_lines)
+    return module.with_changes(body=body)
+
+
 def rewrite(text: str, edits: Sequence[Edit]) -> str:
     """``text`` with ``edits`` applied and the imports the new code names added."""
     plan = _Plan(edits)
     transformer = Transformer(plan)
     module = MetadataWrapper(cst.parse_module(text)).visit(transformer)
+    inserted = list(transformer.inserted)
+    if plan.device_type:
+        module = _add_device_type(module)
+        inserted.append(rules.DEVICE_TYPE_STATEMENT)
     context = CodemodContext()
-    for module_name in sorted({m for code in transformer.inserted for prefix, m in IMPORTS
-                               if re.search(r"(?<![\w.])" + re.escape(prefix), code)}):
-        if not re.search(rf"^\s*import {re.escape(module_name)}\s*$", module.code, re.MULTILINE):
-            AddImportsVisitor.add_needed_import(context, module_name)
+    _imports(context, inserted, module)
+    module = module.visit(_ShortenQualified())
     module = AddImportsVisitor(context).transform_module(module)
     if plan.unused:
         context = CodemodContext()
         for unused in plan.unused:
-            RemoveImportsVisitor.remove_unused_import(context, unused.module, unused.name)
+            RemoveImportsVisitor.remove_unused_import(context, unused.module, unused.name or None, unused.asname)
         module = RemoveImportsVisitor(context).transform_module(module)
-    return module.code
+    return _tidy_imports(module, text).code

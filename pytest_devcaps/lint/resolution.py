@@ -1,0 +1,117 @@
+"""What a name means in a file: scope analysis over the imports, so that ``import torch.cuda as
+tc; tc.synchronize()``, ``from torch.cuda import is_available`` and ``from torch import cuda``
+read as ``torch.cuda.*`` while a local variable or parameter named ``torch`` (or ``tc``) is not
+torch.
+
+The finder reads the file with ``ast`` (the check needs no extra package), so this is the
+scope analysis LibCST's ``QualifiedNameProvider`` does, on ``ast``: module-level and in-function
+imports bind qualified names; a function that binds the same name (a parameter, an assignment,
+a loop or ``with`` target, its own import) shadows it in its body. Only names that mean torch
+or ``torch.cuda*`` are tracked: those are the ones the rules look up by qualified name.
+
+:func:`qualified` is read by :func:`pytest_devcaps.lint.gating.dotted` while :func:`resolving`
+is active (one file at a time, set by :func:`pytest_devcaps.lint.analyze.analyze`).
+"""
+
+from __future__ import annotations
+
+import ast
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Iterator
+
+SHADOWED = "<local>"
+_TABLE: ContextVar[dict[int, str]] = ContextVar("devcaps_lint_names", default={})
+Function = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+
+
+def _tracked(qualified: str) -> bool:
+    return qualified == "torch" or qualified == "torch.cuda" or qualified.startswith("torch.cuda.")
+
+
+def import_bindings(statements: list[ast.stmt]) -> dict[str, str]:
+    """Local name -> qualified name for the imports among ``statements`` (not nested)."""
+    bound: dict[str, str] = {}
+    for node in statements:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    bound[alias.asname] = alias.name
+                else:
+                    head = alias.name.split(".")[0]
+                    bound[head] = head
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                bound[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return {name: q for name, q in bound.items() if _tracked(q)}
+
+
+def _module_imports(tree: ast.Module) -> dict[str, str]:
+    """Imports at module level, including those under ``if``/``try`` (not in functions/classes)."""
+    found: list[ast.stmt] = []
+    stack: list[ast.stmt] = list(tree.body)
+    while stack:
+        node = stack.pop(0)
+        found.append(node)
+        if isinstance(node, (ast.If, ast.Try, ast.With)):
+            stack.extend(getattr(node, "body", []) + getattr(node, "orelse", []) + getattr(node, "finalbody", []))
+            for handler in getattr(node, "handlers", []):
+                stack.extend(handler.body)
+    return import_bindings(found)
+
+
+def _own_nodes(function: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of ``function``'s body, its nested functions included."""
+    if isinstance(function, ast.Lambda):
+        yield from ast.walk(function.body)
+        return
+    for statement in getattr(function, "body", []):
+        yield from ast.walk(statement)
+
+
+def _locally_bound(function: ast.AST) -> set[str]:
+    args = function.args  # type: ignore[attr-defined]
+    names = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+    names |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
+    for node in _own_nodes(function):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return names
+
+
+def resolve_names(tree: ast.Module) -> dict[int, str]:
+    """``id(Name node)`` -> what it means, for names bound to torch / torch.cuda* by an import
+    (``SHADOWED`` where a function's own binding hides the import)."""
+    module = _module_imports(tree)
+    table: dict[int, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in module and module[node.id] != node.id:
+            table[id(node)] = module[node.id]
+    functions = [n for n in ast.walk(tree) if isinstance(n, Function)]
+    for function in functions:  # outer functions first: an inner binding wins
+        own_imports = import_bindings([n for n in _own_nodes(function) if isinstance(n, (ast.Import, ast.ImportFrom))])
+        local = _locally_bound(function)
+        for node in _own_nodes(function):
+            if not isinstance(node, ast.Name):
+                continue
+            if node.id in own_imports:
+                table[id(node)] = own_imports[node.id]
+            elif node.id in local and (node.id in module or node.id == "torch"):
+                table[id(node)] = SHADOWED
+    return table
+
+
+@contextmanager
+def resolving(tree: ast.Module) -> Iterator[None]:
+    token = _TABLE.set(resolve_names(tree))
+    try:
+        yield
+    finally:
+        _TABLE.reset(token)
+
+
+def qualified(node: ast.Name) -> str:
+    """What ``node`` names: its qualified name when an import binds it, else its own name."""
+    return _TABLE.get().get(id(node), node.id)

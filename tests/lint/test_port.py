@@ -1,0 +1,289 @@
+"""Issue 18: ``devcaps lint --fix`` converts inside unittest.TestCase classes and helpers, in
+two vocabularies (``--target devcaps`` / ``--target torch``): one rule at a time on minimal
+inputs of the real patterns, the wrong edits of the issue as regressions, the workflow flags,
+and whole files (tests/lint_golden/) whose converted output is ruff-format clean and runs here."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pytest_devcaps.commands.main import main
+
+pytest.importorskip("libcst", reason="--fix needs the lint extra (pytest-devcaps[lint])")
+from pytest_devcaps.lint.fix import fix_text  # noqa: E402  (after the importorskip)
+
+GOLDEN = Path(__file__).resolve().parent.parent / "lint_golden"
+FILES = ["multiprocess_style", "device_type_style", "torchao_style"]
+DEVICE_TYPE = 'device_type = acc.type if (acc := torch.accelerator.current_accelerator()) else "cpu"'
+HEAD = "import unittest\n\nimport torch\n\n\n"
+
+
+def fix(body: str, target: str = "devcaps") -> str:
+    return fix_text(textwrap.dedent(body), "t.py", target).after  # type: ignore[arg-type]
+
+
+def method(line: str, gate: str = "") -> str:
+    """A TestCase whose one test runs ``line``."""
+    return HEAD + f"class T(unittest.TestCase):\n    {gate}\n    def test_a(self):\n        {line}\n"
+
+
+# -- one rule at a time ------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("cuda", "accelerator"), [
+    ("torch.cuda.synchronize()", "torch.accelerator.synchronize()"),
+    ("torch.cuda.device_count()", "torch.accelerator.device_count()"),
+    ("torch.cuda.current_device()", "torch.accelerator.current_device_index()"),
+    ("torch.cuda.set_device(1)", "torch.accelerator.set_device_index(1)"),
+    ("torch.cuda.memory_stats(device=0)", "torch.accelerator.memory_stats(0)"),
+    ("torch.cuda.mem_get_info()", "torch.accelerator.get_memory_info()"),
+    ("torch.cuda.max_memory_reserved()", "torch.accelerator.max_memory_reserved()"),
+    ("torch.cuda.reset_accumulated_memory_stats()", "torch.accelerator.reset_accumulated_memory_stats()"),
+    ("torch.cuda.manual_seed(0)", "torch.manual_seed(0)"),
+    ("torch.cuda.Event()", "torch.Event()"),
+    ("torch.ones(2).cuda()", "torch.ones(2).to(device_type)"),
+    ('torch.ones(2, device="cuda")', "torch.ones(2, device=device_type)"),
+    ('torch.ones(2, device=f"cuda:{rank}")', 'torch.ones(2, device=f"{device_type}:{rank}")'),
+    ("torch.cuda.amp.autocast()", "torch.autocast(device_type)"),
+])
+def test_testcase_call_becomes_device_generic(cuda: str, accelerator: str) -> None:
+    out = fix(method(f"x = {cuda}"))
+    assert f"x = {accelerator}" in out
+    assert "torch.cuda" not in out
+    assert ("device_type" in accelerator) == (DEVICE_TYPE in out)
+
+
+def test_memory_readers_mark_the_test_with_a_dual_runner_decorator() -> None:
+    out = fix(method("x = torch.cuda.memory_allocated()"))
+    assert '    @requires_capability("runtime.memory_stats")\n    def test_a' in out
+    assert "from pytest_devcaps import requires_capability" in out
+    assert "pytest.mark" not in out  # PyTorch's run_tests ignores pytest marks
+
+
+def test_empty_cache_stays_a_no_op_without_an_accelerator() -> None:
+    out = fix(method("torch.cuda.empty_cache()"))
+    assert "if torch.accelerator.is_available():\n            torch.accelerator.empty_cache()" in out
+
+
+def test_nccl_in_a_helper_becomes_the_device_default_backend() -> None:
+    out = fix("import torch.distributed as dist\n\n\ndef init(rank):\n    dist.init_process_group(\"nccl\", rank=rank)\n")
+    assert "dist.init_process_group(dist.get_default_backend_for_device(device_type), rank=rank)" in out
+    assert out.count(DEVICE_TYPE) == 1 and "import torch\n" in out
+
+
+def test_device_type_is_added_once_after_the_imports() -> None:
+    out = fix(HEAD + "A = torch.ones(1).cuda()\n\n\ndef f():\n    return torch.zeros(1).cuda()\n")
+    assert out.count(DEVICE_TYPE) == 1
+    assert out.index("import torch") < out.index(DEVICE_TYPE) < out.index("A = ")
+
+
+def test_device_type_class_uses_its_device_and_device_type() -> None:
+    src = ("import torch\nfrom torch.testing._internal.common_device_type import instantiate_device_type_tests\n"
+           "from torch.testing._internal.common_utils import TestCase\n\n\nclass T(TestCase):\n"
+           "    def test_a(self, device):\n        x = torch.ones(1, device=\"cuda\")\n"
+           "        with torch.autocast(\"cuda\"):\n            pass\n\n"
+           "    def test_b(self):\n        y = torch.ones(1).cuda()\n\n\n"
+           "instantiate_device_type_tests(T, globals())\n")
+    out = fix(src)
+    assert 'torch.ones(1, device=device)' in out and "torch.autocast(self.device_type)" in out
+    assert "torch.ones(1).to(self.device_type)" in out and DEVICE_TYPE not in out
+
+
+def test_only_for_cuda_becomes_except_for_cpu_and_says_it_widens() -> None:
+    src = ("from torch.testing._internal.common_device_type import instantiate_device_type_tests\n\n"
+           "class T:\n    pass\n\n\ninstantiate_device_type_tests(T, globals(), only_for=(\"cuda\",))\n")
+    result = fix_text(src, "t.py")
+    assert 'instantiate_device_type_tests(T, globals(), except_for="cpu")' in result.after
+    assert any("widens" in (f.fix or "") for f in result.found.findings)  # type: ignore[union-attr]
+
+
+def test_only_cuda_becomes_only_accelerator_in_device_type_tests() -> None:
+    out = (GOLDEN / "device_type_style.devcaps.py.txt").read_text()
+    assert "@onlyAccelerator" in out and "onlyCUDA" not in out
+
+
+@pytest.mark.parametrize(("gate", "decorator"), [
+    ("@skip_if_lt_x_gpu(2)", "@requires_devices(2)"),
+    ('@unittest.skipIf(not TEST_CUDA_GRAPH, "graphs")', '@requires_capability("runtime.graphs")'),
+    ('@unittest.skipIf(not SM89OrLater, "fp8")', '@requires_capability("dtype.fp8_e4m3fn", native=True)'),
+    ('@unittest.skipIf(not PLATFORM_SUPPORTS_FLASH_ATTENTION, "fa")', '@requires_capability("attention.flash")'),
+    ('@unittest.skipIf(not torch.cuda.is_available(), "cuda")',
+     '@unittest.skipIf(not torch.accelerator.is_available(), "needs an accelerator")'),
+])
+def test_testcase_gates_become_decorators_that_work_under_unittest(gate: str, decorator: str) -> None:
+    out = fix(method("x = torch.float8_e4m3fn", gate))
+    assert decorator in out, out
+    assert "pytest.mark" not in out
+
+
+# -- names resolve through imports ---------------------------------------------------------------
+
+@pytest.mark.parametrize("imports,call", [
+    ("import torch.cuda as tc", "tc.synchronize()"),
+    ("from torch import cuda", "cuda.synchronize()"),
+    ("from torch.cuda import synchronize", "synchronize()"),
+    ("import torch as th", "th.cuda.synchronize()"),
+])
+def test_names_resolve_through_imports(imports: str, call: str) -> None:
+    out = fix(f"{imports}\n\n\ndef f():\n    {call}\n")
+    assert "torch.accelerator.synchronize()" in out
+    assert imports not in out  # the import it made unused goes
+
+
+def test_a_local_variable_named_torch_is_not_torch() -> None:
+    src = "def f(torch):\n    torch.cuda.synchronize()\n"
+    assert fix(src) == src
+
+
+# -- the wrong edits of issue 18 ------------------------------------------------------------------
+
+def test_vendor_keyed_branch_is_not_collapsed() -> None:
+    src = ("from torch.testing._internal.common_utils import TEST_CUDA, TEST_XPU\n\n\n"
+           "def key():\n    if TEST_CUDA or TEST_XPU:\n        return 'a'\n    return 'b'\n")
+    result = fix_text(src, "t.py")
+    assert result.after == src
+    assert "vendor-keyed branch" in result.left.findings[0].message
+
+
+def test_skip_if_lt_x_gpu_on_fsdp_style_method_is_not_a_pytest_only_mark() -> None:
+    out = (GOLDEN / "multiprocess_style.devcaps.py.txt").read_text()
+    assert "@requires_devices(2)" in out and "pytest.mark.requires_devices" not in out
+
+
+def test_stream_with_cuda_stream_attribute_stays() -> None:
+    result = fix_text(method("s = torch.cuda.Stream()\n        print(s.cuda_stream)"), "t.py")
+    assert "torch.cuda.Stream()" in result.after and "torch.Stream" not in result.after
+    assert any("cuda_stream" in f.message for f in result.left.findings)
+
+
+def test_synchronize_never_imports_pytest_devcaps_runtime() -> None:
+    for target in ("devcaps", "torch"):
+        # a helper given a device: that device's module (the device may be the CPU, where
+        # torch.accelerator.synchronize() raises; torch.cpu.synchronize() is a no-op)
+        out = fix("import torch\n\n\ndef helper(device):\n    torch.cuda.synchronize()\n", target)
+        assert "torch.get_device_module(device).synchronize()" in out and "pytest_devcaps" not in out
+        # a helper with no device: torch.accelerator (the campaign's form)
+        out = fix("import torch\n\n\ndef helper():\n    torch.cuda.synchronize()\n", target)
+        assert "torch.accelerator.synchronize()" in out and "pytest_devcaps" not in out
+
+
+def test_set_device_in_a_helper_given_the_device_runs_on_cpu() -> None:
+    """The helper of a pytest test given the device fixture (the CPU here): torch.cuda.set_device
+    becomes the device module's, which torch.cpu has as a no-op (torch.accelerator raises)."""
+    source = ("import torch\n\n\ndef _init(rank, device):\n    torch.cuda.set_device(rank)\n\n\n"
+              "def test_init():\n    _init(0, \"cuda\")\n")
+    out = fix(source, "devcaps")
+    assert "torch.get_device_module(device).set_device(rank)" in out
+    assert "def test_init(device):" in out and "_init(0, device)" in out
+    namespace: dict[str, object] = {}
+    exec(compile(out, "t.py", "exec"), namespace)
+    import torch
+
+    namespace["test_init"](torch.device("cpu"))  # type: ignore[operator]
+
+
+def test_sm89_fp8_gate_does_not_admit_emulation() -> None:
+    out = (GOLDEN / "torchao_style.devcaps.py.txt").read_text()
+    assert '@requires_capability("dtype.fp8_e4m3fn", native=True)' in out
+
+
+def test_rewritten_signatures_and_imports_are_formatter_clean() -> None:
+    ruff = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
+    if not Path(ruff).exists():
+        pytest.skip("ruff not installed (pip install ruff, in the test extra)")
+    for name in FILES:
+        for target in ("devcaps", "torch"):
+            code = (GOLDEN / f"{name}.{target}.py.txt").read_text()
+            done = subprocess.run([ruff, "format", "--diff", "--stdin-filename", "x.py", "-"], input=code,
+                                  capture_output=True, text=True, check=False)
+            assert done.returncode == 0, f"{name} {target}:\n{done.stdout}"
+
+
+def test_a_kept_gate_blocks_only_the_code_it_guards() -> None:
+    out = (GOLDEN / "torchao_style.devcaps.py.txt").read_text()
+    kept, independent = out.split("def test_kept_for_its_own_reason")[1].split("def test_independent")
+    assert "torch.cuda.is_available()" in out.split("def test_kept_for_its_own_reason")[0].rsplit("@", 1)[1]
+    assert "torch.accelerator.is_available()" in kept  # the next test's gate was converted
+
+
+def test_no_fixture_refusals_for_rewrites_that_need_none() -> None:
+    for name in FILES:
+        result = fix_text((GOLDEN / f"{name}.py.txt").read_text(), f"{name}.py")
+        for finding in result.left.findings:
+            assert "cannot take the device fixture" not in finding.message
+            assert "a helper without a device" not in finding.message
+
+
+# -- targets ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", FILES)
+@pytest.mark.parametrize("target", ["devcaps", "torch"])
+def test_golden_output_is_idempotent(name: str, target: str) -> None:
+    result = fix_text((GOLDEN / f"{name}.py.txt").read_text(), f"{name}.py", target)  # type: ignore[arg-type]
+    assert result.after == (GOLDEN / f"{name}.{target}.py.txt").read_text()
+    assert not fix_text(result.after, f"{name}.py", target).changed  # type: ignore[arg-type]
+    if target == "torch":
+        assert "pytest_devcaps" not in result.after and "pytest" not in result.after.replace("pytest_", "")
+
+
+@pytest.mark.parametrize("target", ["devcaps", "torch"])
+def test_converted_files_collect_and_run_here(target: str, tmp_path: Path) -> None:
+    """Every test passes, or skips naming a capability, a device count or an accelerator."""
+    for name in FILES:
+        (tmp_path / f"test_{name}.py").write_text((GOLDEN / f"{name}.{target}.py.txt").read_text())
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:randomly", "-p", "no:cacheprovider",
+                           str(tmp_path)], capture_output=True, text=True, cwd=tmp_path, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    skips = [line for line in done.stdout.splitlines() if line.startswith("SKIPPED")]
+    assert skips and " passed" in done.stdout
+    words = ("capabilit", "device", "accelerator", "cuda", "fp8", "memory_stats", "streams")
+    for line in skips:
+        assert any(w in line.lower() for w in words), line
+
+
+# -- workflow --------------------------------------------------------------------------------------
+
+def _files(tmp_path: Path) -> Path:
+    path = tmp_path / "t.py"
+    path.write_text(method("torch.cuda.synchronize()"))
+    return path
+
+
+def test_fix_check_exits_1_and_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _files(tmp_path)
+    before = path.read_text()
+    monkeypatch.chdir(tmp_path)
+    assert main(["lint", "--fix", "--check", "t.py"]) == 1
+    assert path.read_text() == before
+    assert main(["lint", "--fix", "t.py"]) == 0
+    assert main(["lint", "--fix", "--check", "t.py"]) == 0
+
+
+def test_fix_never_touches_an_unparsable_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "bad.py").write_text("def f(:\n    torch.cuda.synchronize()\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["lint", "--fix", "bad.py"]) == 2
+    assert (tmp_path / "bad.py").read_text() == "def f(:\n    torch.cuda.synchronize()\n"
+
+
+def test_fix_reports_per_file_counts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    _files(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    main(["lint", "--fix", "--check", "t.py"])
+    assert "t.py: found 1 (DC004 1); fixed 1 (DC004 1); left 0" in capsys.readouterr().err
+    main(["lint", "--fix", "--check", "--format", "json", "t.py"])
+    document = json.loads(capsys.readouterr().out)
+    assert document["migration"] == [{"path": "t.py", "found": {"DC004": 1}, "fixed": {"DC004": 1}, "left": {},
+                                      "totals": {"found": 1, "fixed": 1, "left": 0}}]
+
+
+def test_pre_commit_hooks_run_devcaps_lint() -> None:
+    text = (GOLDEN.parent.parent / ".pre-commit-hooks.yaml").read_text()
+    assert "entry: devcaps lint --fix" in text and "id: devcaps-lint" in text
