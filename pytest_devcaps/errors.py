@@ -31,9 +31,20 @@ _SHORT_MAX = 100
 
 
 def closest(name: str, candidates: Iterable[str], *, cutoff: float = 0.6) -> str | None:
-    """The closest valid spelling of ``name``, or None when nothing is close."""
-    matches = difflib.get_close_matches(name, list(candidates), n=1, cutoff=cutoff)
+    """The closest valid spelling of ``name``, or None when nothing is close. A short name is
+    the closest spelling of the one dotted name it ends (``bf16`` -> ``dtype.bf16``, ``flash`` ->
+    ``attention.flash``): difflib alone finds nothing that far apart."""
+    names = list(candidates)
+    short = short_name_matches(name, names)
+    if len(short) == 1:
+        return short[0]
+    matches = difflib.get_close_matches(name, names, n=1, cutoff=cutoff)
     return matches[0] if matches else None
+
+
+def short_name_matches(name: str, candidates: Iterable[str]) -> list[str]:
+    """The dotted names whose last part is ``name`` (``bf16`` -> ``['dtype.bf16']``), sorted."""
+    return sorted(c for c in candidates if "." in c and c.rpartition(".")[2] == name)
 
 
 def suggestion(match: str | None) -> str:

@@ -128,15 +128,39 @@ class Verdict:
 
 
 def _hardware_skip(marks: list[pytest.Mark], cls: type | None, registry: CapabilityRegistry,
-                   hardware: Setting) -> str | None:
+                   hardware: Setting, function: Any = None) -> str | None:
     if not hardware.value:
         return None
     selection = classification.parse_selection(hardware.value, hardware.source, lambda: registry)
-    found = classification.classify(marks, cls, lambda: registry)
+    found = classification.classify(marks, cls, lambda: registry, _pytorch_gates(function, cls))
     if found.value in selection:
         return None
     wanted = os.environ.get(ENV_HARDWARE, ",".join(hardware.value))
     return f"hardware class {found.value} ({found.how}) not selected ({ENV_HARDWARE}={wanted})"
+
+
+def _pytorch_gates(function: Any, cls: type | None) -> tuple[Any, ...]:
+    """PyTorch's gates on the test, where a module imported PyTorch's test helpers."""
+    from pytest_devcaps.marks import pytorch_gates
+
+    return pytorch_gates.gates_of(function, cls) if pytorch_gates.in_use() else ()
+
+
+def _class_mismatch(marks: list[pytest.Mark], cls: type | None, registry: CapabilityRegistry,
+                    device: str) -> str | None:
+    """A declared hardware class that does not run on the test's device (as under pytest),
+    unless ``PYTEST_DEVCAPS_HARDWARE_READING=pytorch`` reads classes as labels only."""
+    from pytest_devcaps.session.options import ENV_HARDWARE_READING, check_reading
+
+    reading = os.environ.get(ENV_HARDWARE_READING, "").strip()
+    if reading and check_reading(reading, f"{ENV_HARDWARE_READING} environment variable") != "devcaps":
+        return None
+    if not any(mark.name == "hardware" for mark in marks):
+        return None  # none, or PyTorch's hw_classification attribute: a label, as in PyTorch
+    value = classification.declared(marks, cls)
+    from pytest_devcaps.marks.hardware import check_class
+
+    return classification.mismatch(check_class(value, lambda: registry), registry.identity(device))
 
 
 def _device_skip(test: Any, device: str, registry: CapabilityRegistry,
@@ -193,8 +217,8 @@ def verdict(function: Any, test: Any) -> Verdict:
     marks = marks_of(function, cls)
     markers.validate_marks(marks, registry)
     device = device_of(test, registry)
-    skip = _hardware_skip(marks, cls, registry, env.hardware) or _device_skip(
-        test, device, registry, env)
+    skip = _hardware_skip(marks, cls, registry, env.hardware, function) or _device_skip(
+        test, device, registry, env) or _class_mismatch(marks, cls, registry, device)
     if skip is not None:
         return Verdict(skip, None, None)
     evaluation = markers.evaluate(marks, registry, device,
@@ -327,5 +351,40 @@ class DevcapsMixin(_Base):
         return Tolerances(rules, registry.identity(device_of(self, registry)))
 
 
+TORCH_TESTCASE_MODULE = "torch.testing._internal.common_utils"
+
+
 class DevcapsTestCase(DevcapsMixin, unittest.TestCase):
-    """A ``unittest.TestCase`` with :class:`DevcapsMixin`."""
+    """A ``unittest.TestCase`` with :class:`DevcapsMixin`.
+
+    PyTorch's ``run_tests`` refuses a class that is not its own ``TestCase``
+    (``common_utils.lint_test_case_extension``: "This test class should extend from
+    torch.testing._internal.common_utils.TestCase"). Where that module is imported when a
+    subclass is defined (a file that uses ``run_tests`` imports it at the top), the subclass
+    derives from PyTorch's ``TestCase`` too, so ``run_tests`` accepts it; elsewhere nothing of
+    PyTorch's test helpers is imported (they change global state on import).
+    """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if DevcapsTestCase in cls.__bases__ and TORCH_TESTCASE_MODULE in sys.modules \
+                and not cls.__dict__.get("_devcaps_torch_variant"):
+            base = _torch_variant()
+            if base is not None:
+                cls.__bases__ = tuple(base if b is DevcapsTestCase else b for b in cls.__bases__)
+
+
+def _torch_variant() -> type | None:
+    """``DevcapsTestCase`` on PyTorch's ``TestCase`` (made once)."""
+    global _TORCH_VARIANT
+    if _TORCH_VARIANT is None:
+        torch_case = getattr(sys.modules.get(TORCH_TESTCASE_MODULE), "TestCase", None)
+        if not isinstance(torch_case, type):
+            return None
+        _TORCH_VARIANT = type("DevcapsTestCase", (DevcapsTestCase, torch_case),
+                              {"__module__": __name__, "__doc__": DevcapsTestCase.__doc__,
+                               "_devcaps_torch_variant": True})
+    return _TORCH_VARIANT
+
+
+_TORCH_VARIANT: type | None = None

@@ -100,3 +100,21 @@ def test_check_json_path_that_is_not_a_regular_file_exits_2_before_running(
     captured = capsys.readouterr()
     assert captured.err.startswith("devcaps: error: --json: ")
     assert "[1/1] suite kernels" not in captured.out  # refused before any suite ran
+
+
+def test_matrix_explains_every_row_and_gives_seconds_once() -> None:
+    from collections import Counter
+
+    from pytest_devcaps.commands.check import SuiteResult, count_outcomes, format_matrix
+
+    tests = [{"nodeid": "a", "device": "cpu", "outcome": "passed"},
+             {"nodeid": "b", "device": None, "outcome": "passed"},
+             {"nodeid": "c", "device": "cuda:0", "outcome": "failed"}]
+    result = SuiteResult("fsdp", 1, 12.34, counts=count_outcomes(tests), hardware=Counter(generic=3))
+    lines = format_matrix([result])
+    rows = [line for line in lines if line.startswith("fsdp ")]
+    assert [row.split()[1] for row in rows] == ["cpu", "cuda:0", "no-device"]
+    assert sum("12.3" in row for row in rows) == 1 and rows[0].endswith("12.3")
+    text = "\n".join(lines)
+    assert "no-device: tests that take no device" in text
+    assert "seconds = the whole suite's wall time" in text and "skip:cap = " in text

@@ -25,7 +25,7 @@ import pytest
 
 from pytest_devcaps import errors
 from pytest_devcaps.config.catalogue import load_catalogue
-from pytest_devcaps.errors import ConfigError, DevcapsError, DevcapsWarning
+from pytest_devcaps.errors import ConfigError, DevcapsError, DevcapsWarning, UnknownCapabilityError
 from pytest_devcaps.model import CapabilityRecord, DeviceIdentity, Level, ProbeOutcome
 from pytest_devcaps.registry import CapabilitySetting, RegistryOptions, build_registry
 from pytest_devcaps.registry.layers import ImpliesLayer, ProbeLayer, merge
@@ -372,3 +372,27 @@ def test_hook_answers_keep_pluggys_order(tmp_path: Path) -> None:
     assert record.source == f"hook:{order[-1]}"
     assert len(record.history) >= 1 and record.history[-1].startswith(
         "emulated (hook:first" if order[-1] == "second" else "unsupported (hook:second")
+
+
+@pytest.mark.parametrize("short, full", [("bf16", "dtype.bf16"), ("flash", "attention.flash"),
+                                         ("events", "runtime.events"), ("fp8", "dtype.fp8")])
+def test_a_short_capability_name_is_refused_naming_the_full_one(short: str, full: str) -> None:
+    from pytest_devcaps.config import load_catalogue
+
+    with pytest.raises(UnknownCapabilityError, match=rf"did you mean '{full}'\?"):
+        load_catalogue().check_name(short)
+
+
+def test_a_short_name_in_a_marker_fails_collection_with_the_full_name(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.requires_capability("bf16")
+        def test_short(device):
+            pass
+        """
+    )
+    result = pytester.runpytest("-p", "no:randomly")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*unknown capability 'bf16' (did you mean 'dtype.bf16'?)*"])

@@ -145,3 +145,39 @@ def test_unknown_capability_is_a_usage_error(capsys: pytest.CaptureFixture[str])
 def test_substitute_facts_leaves_string_literals_alone(text: str, facts: dict[str, object],
                                                        shown: str) -> None:
     assert substitute_facts(compile_expression(text), facts) == shown
+
+
+def test_a_short_name_resolves_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["probe", "--explain", "bf16"]) == 0
+    captured = capsys.readouterr()
+    assert "'bf16' taken as 'dtype.bf16' (did you mean 'dtype.bf16'?)" in captured.err
+    assert captured.out.startswith("dtype.bf16 on ")
+
+
+def test_a_name_matching_nothing_is_still_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["probe", "--explain", "zz9"]) == 2
+    assert "unknown capability 'zz9'" in capsys.readouterr().err
+
+
+def test_an_ambiguous_short_name_lists_the_candidates() -> None:
+    from pytest_devcaps.commands.explain import resolve_short_name
+    from pytest_devcaps.config import load_catalogue
+    from pytest_devcaps.errors import DevcapsError, UnknownCapabilityError
+
+    catalogue = load_catalogue()
+    assert resolve_short_name(catalogue, "dtype.bf16") == "dtype.bf16"
+
+    class TwoFlashes:  # a catalogue where one short name ends two capabilities
+        capabilities = {"attention.flash": None, "vendor.flash": None}
+
+        def aliases(self) -> dict[str, str]:
+            return {}
+
+        def check_name(self, name: str) -> str:
+            if name not in self.capabilities:
+                raise UnknownCapabilityError(name, list(self.capabilities))
+            return name
+
+    with pytest.raises(DevcapsError, match="'flash': it is the last part of 'attention.flash', "
+                                           "'vendor.flash'; name one"):
+        resolve_short_name(TwoFlashes(), "flash")

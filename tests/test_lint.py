@@ -89,7 +89,7 @@ def test_exit_codes_and_exclude(tmp_path: Path, capsys: pytest.CaptureFixture[st
     clean = tmp_path / "test_clean.py"
     clean.write_text("import torch\n\ndef test_x(device):\n    assert torch.ones(1, device=device).item() == 1\n")
     assert main(["lint", str(clean)]) == 0
-    assert capsys.readouterr().out == ""
+    assert capsys.readouterr().out == "devcaps lint: 1 file checked, no hardcoded device checks\n"
     bad = tmp_path / "test_bad.py"
     bad.write_text("import torch\n\ndef test_x():\n    assert " + _cases()[0][2].splitlines()[1][3:-1] + "\n")
     assert main(["lint", str(tmp_path)]) == 1

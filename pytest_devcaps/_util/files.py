@@ -210,12 +210,12 @@ def write_atomic(path: Path, text: str, *, private: bool = False) -> None:
 
 
 #: Called with the complete temporary file's descriptor before it is renamed over the target:
-#: set its mode and owner, fsync it, check the target was not changed meanwhile (raise to abort).
+#: set its mode and owner, check the target was not changed meanwhile (raise to abort).
 Prepare = Callable[[int], None]
 
 
-def write_atomic_bytes(path: Path, data: bytes, *, private: bool = False, prepare: Prepare | None = None,
-                       durable: bool = False) -> None:
+def write_atomic_bytes(path: Path, data: bytes, *, private: bool = False,
+                       prepare: Prepare | None = None, durable: bool = False) -> None:
     """Write ``data`` beside ``path``, then rename it over ``path`` (``os.replace`` is atomic
     on POSIX and Windows). Creates missing parent directories. The file gets mode 0666 less
     the umask, as ``open()`` would create it; ``private``: 0600, new directories 0700 (caches).
@@ -336,8 +336,8 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _write_unnamed(path: Path, data: bytes, mode: int = _PUBLIC_MODE, prepare: Prepare | None = None,
-                   durable: bool = False) -> bool:
+def _write_unnamed(path: Path, data: bytes, mode: int = _PUBLIC_MODE,
+                   prepare: Prepare | None = None, durable: bool = False) -> bool:
     """Linux: write into an ``O_TMPFILE`` file, link it under a temporary name once complete
     and rename that over ``path``. False (nothing written) where the platform or the file
     system cannot, so the caller falls back to a named temporary file."""

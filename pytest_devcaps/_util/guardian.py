@@ -27,6 +27,8 @@ import time
 from types import FrameType
 from typing import Any, Callable, NoReturn
 
+from pytest_devcaps.errors import DevcapsError
+
 #: Exit code of a guardian that stopped because pytest went away or asked it to.
 STOPPED_EXIT_CODE = 70
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
@@ -34,7 +36,7 @@ _PR_SET_CHILD_SUBREAPER = 36
 _PARENT_CHECK_S = 1.0
 
 
-class _Stop(Exception):
+class _Stop(DevcapsError):
     """Raised in the guardian by SIGTERM or by the parent check: kill the tree and leave."""
 
 

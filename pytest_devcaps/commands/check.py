@@ -57,12 +57,16 @@ def available_suites(wanted: Sequence[str] = ()) -> list[str]:
     return [n for n in names if importlib.util.find_spec(f"pytest_devcaps.suites.{n}") is not None]
 
 
+NO_DEVICE = "no-device"
+"""The matrix row of tests that take no device."""
+
+
 def count_outcomes(tests: Sequence[dict[str, Any]]) -> dict[str, Counter[str]]:
     """Outcome counts per device from a report's tests; an error in teardown counts as an
     error besides the test's own outcome, as pytest counts it."""
     counts: dict[str, Counter[str]] = {}
     for test in tests:
-        device = counts.setdefault(test.get("device") or "no-device", Counter())
+        device = counts.setdefault(test.get("device") or NO_DEVICE, Counter())
         device[classify_outcome(test)] += 1
         if test.get("teardown") == "error":
             device["error"] += 1
@@ -111,17 +115,33 @@ def format_matrix(results: Sequence[SuiteResult]) -> list[str]:
              f"{'skip:cap':>9} {'skip:other':>11} {'xfail':>6} {'xpass':>6} {'seconds':>8}"
     lines = [header, "-" * len(header)]
     for result in results:
+        first = True
         for dev in devices or ["-"]:
             c = result.counts.get(dev, Counter())
             if not c and devices:
                 continue
+            # one suite runs once for all its devices: its seconds go on its first row only
+            seconds = f"{result.seconds:>8.1f}" if first else f"{'':>8}"
+            first = False
             lines.append(f"{result.name:<8} {dev:<8} {c['passed']:>7} {c['failed']:>7} "
                          f"{c['error']:>7} {c['skipped-by-capability']:>9} {c['skipped-other']:>11} "
-                         f"{c['xfailed']:>6} {c['xpassed']:>6} {result.seconds:>8.1f}")
+                         f"{c['xfailed']:>6} {c['xpassed']:>6} {seconds}".rstrip())
         if not result.counts:
             why = "collected no tests" if result.exit_code == 5 else "no report"
             lines.append(f"{result.name:<8} {'-':<8} {why} (pytest exit code {result.exit_code})")
-    return lines + hardware_lines(results)
+    return lines + legend_lines(devices) + hardware_lines(results)
+
+
+def legend_lines(devices: Sequence[str]) -> list[str]:
+    """What every row and column of the matrix means."""
+    lines = ["rows: one per suite and device its tests ran on (the device fixture's device, or a "
+             "test class's device_type)"]
+    if NO_DEVICE in devices:
+        lines.append(f"  {NO_DEVICE}: tests that take no device (no device fixture, no devcaps "
+                     "marks: plain functions, harness checks); they run once, not per device")
+    lines.append("columns: skip:cap = skipped for a missing capability, skip:other = any other "
+                 "skip; seconds = the whole suite's wall time (every device), on its first row")
+    return lines
 
 
 def hardware_lines(results: Sequence[SuiteResult]) -> list[str]:

@@ -198,6 +198,28 @@ def probe_notes(registry: CapabilityRegistry, capability: str,
     return notes
 
 
+def resolve_short_name(catalogue: Any, name: str) -> str:
+    """``name``, or the one capability (or alias) whose last dotted part it is (``bf16`` ->
+    ``dtype.bf16``), said on stderr; several such names are a usage error listing them, and a
+    name matching none raises the catalogue's error with the closest."""
+    import sys
+
+    from pytest_devcaps.errors import DevcapsError, UnknownCapabilityError, short_name_matches, suggestion
+
+    try:
+        catalogue.check_name(name)
+        return name
+    except UnknownCapabilityError:
+        short = short_name_matches(name, [*catalogue.capabilities, *catalogue.aliases()])
+        if len(short) == 1:
+            print(f"devcaps: {name!r} taken as {short[0]!r}{suggestion(short[0])}", file=sys.stderr)
+            return short[0]
+        if len(short) > 1:
+            raise DevcapsError(f"unknown capability {name!r}: it is the last part of "
+                               f"{', '.join(repr(s) for s in short)}; name one") from None
+        raise
+
+
 def show_explanation(options: RegistryOptions, capability: str, devices: Sequence[str] = ()) -> None:
     """Build the registry as ``devcaps probe`` does and print the explanation for every selected
     device. Raises ``DevcapsError`` on bad input (an unknown capability names the closest)."""
@@ -206,7 +228,7 @@ def show_explanation(options: RegistryOptions, capability: str, devices: Sequenc
 
     hook = entry_point_hooks()
     registry = build_registry(options, hook=hook)
-    registry.check_name(capability)
+    capability = resolve_short_name(registry.catalogue, capability)
     notes = probe_notes(registry, capability, registry.probe_outcomes, registry.probed)
     blocks = [explain_lines(registry, capability, identity, notes[identity.key])
               for identity in select_identities(registry, devices)]

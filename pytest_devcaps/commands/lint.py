@@ -47,6 +47,9 @@ def run(paths: Sequence[str], exclude: Sequence[str], fmt: str = "text", mode: s
         out.write(render(analyses, fmt))
         if fmt == "text" and any(a.findings for a in analyses):
             err.write(summary(analyses) + "\n")
+        elif fmt == "text":  # say it looked: a silent success reads like nothing was checked
+            out.write(f"devcaps lint: {len(analyses)} file{'s' if len(analyses) != 1 else ''} "
+                      "checked, no hardcoded device checks\n")
         return _status(analyses)
     return _rewrite(analyses, fmt, mode, out, err, target, [str(p) for p in paths])
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
+from pytest_devcaps.marks.pytorch_gates import Gate, devices_needed, strictest
+
 from pytest_devcaps.errors import ConfigError, MarkerError
 from pytest_devcaps.marks.hardware import ACCELERATOR, ATTRIBUTE, GENERIC, MARKER, check_class
 from pytest_devcaps.marks.evaluation import capability_names
@@ -39,10 +41,16 @@ class Classification:
 
     value: str
     how: str
+    gates: tuple[Gate, ...] = ()
 
     @property
     def inferred(self) -> bool:
         return self.how != "declared"
+
+    @property
+    def devices(self) -> int:
+        """Devices of one type PyTorch's gates need (0: none said)."""
+        return devices_needed(self.gates)
 
 
 def declared(marks: Iterable[pytest.Mark], cls: type | None) -> Any:
@@ -91,17 +99,46 @@ def needs_accelerator(marks: Sequence[pytest.Mark], catalogue: Catalogue) -> str
     return None
 
 
-def classify(marks: Sequence[pytest.Mark], cls: type | None, registry_of: Any) -> Classification:
-    """The class of one test from its marks (closest first) and class. ``registry_of`` gives
-    the registry, asked only when a requirement must be read or a name is not a static one."""
+def classify(marks: Sequence[pytest.Mark], cls: type | None, registry_of: Any,
+             gates: tuple[Gate, ...] = ()) -> Classification:
+    """The class of one test from its marks (closest first), class and PyTorch gates
+    (:mod:`pytest_devcaps.marks.pytorch_gates`). ``registry_of`` gives the registry, asked only
+    when a requirement must be read or a name is not a static one. A declared class wins;
+    else the narrowest of what the gates and the requirements say."""
     value = declared(marks, cls)
     if value is not None:
-        return Classification(check_class(value, registry_of), "declared")
+        return Classification(check_class(value, registry_of), "declared", gates)
+    found = Classification(GENERIC, "inferred", gates)
     if any(m.name in ("requires_capability", "requires_devices") for m in marks):
         reason = needs_accelerator(marks, registry_of().catalogue)
         if reason is not None:
-            return Classification(ACCELERATOR, f"inferred from {reason}")
-    return Classification(GENERIC, "inferred")
+            found = Classification(ACCELERATOR, f"inferred from {reason}", gates)
+    gate = strictest(gates)
+    if gate is not None and gate.hardware is not None and rank(gate.hardware) > rank(found.value):
+        found = Classification(gate.hardware, f"inferred from {gate.name} ({gate.source})", gates)
+    return found
+
+
+def rank(value: str) -> int:
+    """How much a class narrows: generic 0, accelerator 1, a device type or vendor 2."""
+    return {GENERIC: 0, ACCELERATOR: 1}.get(value, 2)
+
+
+def mismatch(value: str, identity: Any) -> str | None:
+    """Why a test of class ``value`` does not run on ``identity`` (a DeviceIdentity), or None:
+    ``generic`` runs anywhere, ``accelerator`` anywhere but the CPU, a device type or vendor
+    only there."""
+    if value == GENERIC:
+        return None
+    if value == ACCELERATOR:
+        if identity.type in (CPU_VENDOR, "meta"):
+            return (f"hardware class {ACCELERATOR} needs an accelerator; this test's device is "
+                    f"{identity.key}")
+        return None
+    if value in (identity.type, identity.vendor):
+        return None
+    return f"hardware class {value} runs only on {value}; this test's device is {identity.key}" + \
+        (f" ({identity.vendor})" if identity.vendor and identity.vendor != identity.type else "")
 
 
 def parse_selection(text: Iterable[str], source: str, registry_of: Any = None) -> tuple[str, ...]:

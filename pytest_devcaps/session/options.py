@@ -37,6 +37,11 @@ ENV_PROBE_TIMEOUT = "PYTEST_DEVCAPS_PROBE_TIMEOUT"
 DEFAULT_RANK_TIMEOUT = 300.0
 """Seconds the ranks of a launched world wait for each other (collection, results)."""
 ENV_HARDWARE = "PYTEST_DEVCAPS_HARDWARE"
+ENV_HARDWARE_READING = "PYTEST_DEVCAPS_HARDWARE_READING"
+#: How a declared hardware class is read: ``devcaps`` (the class decides where a test runs: an
+#: ``accelerator`` test skips on the CPU) or ``pytorch`` (PyTorch's reviewers' reading: the class
+#: only labels and selects, an ``ACCELERATOR`` class may also run on the CPU).
+HARDWARE_READINGS = ("devcaps", "pytorch")
 
 DEVICES_HELP = ("comma-separated device types to run device tests on, each present here "
                 "(default: every type present)")
@@ -48,6 +53,10 @@ REQUIRE_HELP = ("comma-separated capabilities this runner must have: a test skip
 TIMEOUT_HELP = "seconds one empirical probe may take before it counts as unknown"
 HARDWARE_HELP = ("comma-separated hardware classes to run (generic, accelerator, a device type or "
                  "vendor); other tests are deselected")
+READING_HELP = ("how a declared hardware class is read: devcaps (default: an accelerator-class test "
+                "skips on the CPU, a device type's or vendor's runs only there) or pytorch (the "
+                "class only labels and selects tests, as PyTorch's ACCELERATOR classes that also "
+                "run on the CPU)")
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -88,6 +97,9 @@ def _add_hardware_option(group: Any, parser: pytest.Parser) -> None:
     group.addoption("--devcaps-hardware", dest="devcaps_hardware", metavar="CLASSES",
                     help=HARDWARE_HELP)
     parser.addini("devcaps_hardware", HARDWARE_HELP, type="string", default="")
+    group.addoption("--devcaps-hardware-reading", dest="devcaps_hardware_reading",
+                    metavar="devcaps|pytorch", help=READING_HELP)
+    parser.addini("devcaps_hardware_reading", READING_HELP, type="string", default="")
 
 
 @dataclass(frozen=True)
@@ -111,6 +123,7 @@ class DevcapsSettings:
     probe_timeout: Setting
     pin_workers: bool
     hardware: Setting = Setting((), "default")
+    hardware_reading: Setting = Setting(HARDWARE_READINGS[0], "default")
     all_ranks: bool = False
     rank_timeout: float = 300.0  # DEFAULT_RANK_TIMEOUT
 
@@ -157,6 +170,8 @@ class DevcapsSettings:
             flags.append(f"--devcaps-require={','.join(self.require.value)}")
         if self.hardware.value:
             flags.append(f"--devcaps-hardware={','.join(self.hardware.value)}")
+        if self.hardware_reading.source != "default":
+            flags.append(f"--devcaps-hardware-reading={self.hardware_reading.value}")
         return flags
 
 
@@ -232,6 +247,7 @@ def resolve_settings(config: pytest.Config) -> DevcapsSettings:
         probe_timeout=Setting(timeout_value, timeout.source),
         pin_workers=bool(config.getoption("devcaps_pin_workers")),
         hardware=_hardware(config, env.hardware),
+        hardware_reading=_hardware_reading(config),
         all_ranks=bool(config.getoption("devcaps_all_ranks")),
         rank_timeout=_rank_timeout(config.getoption("devcaps_rank_timeout")),
     )
@@ -278,6 +294,26 @@ def _hardware_setting(setting: Setting) -> Setting:
     if setting.value and not names:
         raise ConfigError(f"{setting.value!r} names nothing", file=setting.source)
     return Setting(names, setting.source)
+
+
+def _hardware_reading(config: pytest.Config) -> Setting:
+    found = _layered(config, "devcaps_hardware_reading", _env(os.environ, ENV_HARDWARE_READING),
+                     "devcaps_hardware_reading")
+    if found.value is None:
+        return Setting(HARDWARE_READINGS[0], "default")
+    return Setting(check_reading(str(found.value), found.source), found.source)
+
+
+def check_reading(text: str, source: str) -> str:
+    """``devcaps`` or ``pytorch`` (case and spaces ignored); anything else is a ConfigError
+    naming the closest (the unittest bridge reads the variable with this too)."""
+    from pytest_devcaps.errors import did_you_mean
+
+    value = text.strip().lower()
+    if value not in HARDWARE_READINGS:
+        raise ConfigError(f"unknown hardware reading {text!r}{did_you_mean(value, HARDWARE_READINGS)}; "
+                          f"expected {' or '.join(HARDWARE_READINGS)}", file=source)
+    return value
 
 
 def hardware_names(text: str) -> tuple[str, ...]:

@@ -49,22 +49,92 @@ def _missing_of(report: pytest.TestReport) -> list[dict[str, str]]:
     return list(data.get("missing", ())) if isinstance(data, dict) else []
 
 
-def record_outcome(entry: dict[str, Any], when: str, category: str) -> None:
-    """Fold one report's terminal category into a test's JSON entry.
+def record_outcome(entry: dict[str, Any], when: str, category: str, reason: str | None = None) -> None:
+    """Fold one report's terminal category (and its reason) into a test's JSON entry.
 
     ``outcome`` is the test's own: an error or skip at setup, else the call's (``passed``,
     ``failed``, ``skipped``, ``xfailed``, ``xpassed``); a rerun attempt (pytest-rerunfailures)
     only counts in ``reruns``, so the final attempt decides. An error in teardown leaves the
-    outcome alone and sets ``teardown: error``, as pytest shows a passed test with a teardown
-    error as one passed and one error.
+    outcome alone and sets ``teardown: error`` (and ``teardown_reason``), as pytest shows a
+    passed test with a teardown error as one passed and one error. ``reason`` goes with the
+    outcome it explains: the skip's, the xfail's, the failure's summary line.
     """
     if category == "rerun":
         entry["reruns"] = entry.get("reruns", 0) + 1
     elif when == "teardown":
         if category == "error":
             entry["teardown"] = "error"
+            if reason is not None:
+                entry["teardown_reason"] = reason
     elif category:  # a passed setup has the empty category
         entry["outcome"] = category
+        if reason is not None:
+            entry["reason"] = reason
+        else:
+            entry.pop("reason", None)
+
+
+def reason_of(report: pytest.TestReport | pytest.CollectReport) -> str | None:
+    """The reason pytest's terminal gives for a report: a skip's or xfail's reason as the
+    short summary prints it (``_pytest.terminal._get_raw_skip_reason``), a failure's crash
+    message (its first line, as ``FAILED id - message``); None for a pass."""
+    wasxfail = getattr(report, "wasxfail", None)
+    if isinstance(wasxfail, str):
+        return wasxfail.removeprefix("reason: ")
+    if report.skipped:
+        longrepr = report.longrepr
+        if isinstance(longrepr, tuple) and len(longrepr) == 3:
+            text = str(longrepr[2])
+            return "" if text == "Skipped" else text.removeprefix("Skipped: ")
+        return str(longrepr) if longrepr is not None else ""
+    if report.failed:
+        if isinstance(report.longrepr, str):  # also what xdist sends for a fixture lookup error
+            return _error_line(report.longrepr)
+        crash = getattr(report.longrepr, "reprcrash", None)
+        message = getattr(crash, "message", None)
+        if isinstance(message, str):
+            return message.split("\n", 1)[0]
+        return _error_line(str(report.longrepr)) if report.longrepr is not None else ""
+    return None
+
+
+def _error_line(text: str) -> str:
+    """A representation without a crash message (a fixture lookup error): its first ``E``
+    line, as pytest prints it, else its last line."""
+    lines = text.strip().splitlines()
+    marked = [line[1:].strip() for line in lines if line.startswith("E ")]
+    return marked[0] if marked else (lines[-1] if lines else "")
+
+
+def skip_groups(reports: list[Any]) -> tuple[Counter[tuple[str, ...]], int, int]:
+    """Every skip counted once, grouped by its reason: a devcaps skip by the requirements it
+    misses (all of them, as one group: a test missing two things is one test), any other skip
+    (PyTorch's gates, skip marks, ``SkipTest``) by its own reason. Returns the groups, the
+    devcaps-caused count and the total, which is pytest's own skip count."""
+    groups: Counter[tuple[str, ...]] = Counter()
+    ours = total = 0
+    for report in reports:
+        if not getattr(report, "count_towards_summary", True):
+            continue
+        total += 1
+        missing = _missing_of(report)
+        if missing:
+            ours += 1
+            key = tuple(dict.fromkeys(f"{m['requirement']} on {m['device']}: {found_phrase(m)}"
+                                      for m in missing))
+        else:
+            key = ("", reason_of(report) or "(no reason given)")
+        groups[key] += 1
+    return groups, ours, total
+
+
+def group_line(key: tuple[str, ...], count: int) -> str:
+    if key and key[0] == "":
+        return f"{count:5d}  {key[1]}"
+    text = "; ".join(key)
+    if len(key) > 1:
+        text += f"  [{'the test misses' if count == 1 else 'each test misses'} {len(key)} things]"
+    return f"{count:5d}  {text}"
 
 
 class OutcomeRecorder:
@@ -97,7 +167,11 @@ class OutcomeRecorder:
                          missing=data.get("missing", []))
         if isinstance(report.__dict__.get("devcaps_hardware"), str):
             entry["hardware"] = report.__dict__["devcaps_hardware"]
-        record_outcome(entry, report.when, self._count(report))
+        for name, value in report.user_properties:
+            if name == "devcaps_gates":
+                entry["gates"] = value
+        category = self._count(report)
+        record_outcome(entry, report.when, category, reason_of(report) if category else None)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
@@ -116,17 +190,20 @@ class ReportingPlugin:
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        groups: Counter[tuple[str, str, str]] = Counter()
-        for report in terminalreporter.stats.get("skipped", []):
-            for missing in _missing_of(report):
-                groups[(missing["requirement"], missing["device"], found_phrase(missing))] += 1
-        if not groups:
+        """Every skipped test once, grouped by reason; the total is pytest's own skip count.
+        Printed when devcaps took part in the session (its registry was built)."""
+        reports = terminalreporter.stats.get("skipped", [])
+        groups, ours, total = skip_groups(reports)
+        from pytest_devcaps.session.suite_hooks import GATES_SEEN_KEY
+
+        took_part = session_state(self.config).built or self.config.stash.get(GATES_SEEN_KEY, False)
+        if not groups or not (ours or took_part):
             return
-        total = sum(1 for r in terminalreporter.stats.get("skipped", []) if _missing_of(r))
-        terminalreporter.section("devcaps: skipped by missing capability", sep="-")
-        for (requirement, dev, found), count in sorted(groups.items(), key=lambda kv: (-kv[1], kv[0])):
-            terminalreporter.line(f"{count:5d}  {requirement} on {dev}: {found}")
-        terminalreporter.line(f"{total} test(s) skipped for missing capabilities")
+        terminalreporter.section("devcaps: skipped tests by reason", sep="-")
+        for key, count in sorted(groups.items(), key=lambda kv: (-kv[1], kv[0])):
+            terminalreporter.line(group_line(key, count))
+        terminalreporter.line(f"{total} test(s) skipped: {ours} for missing capabilities, "
+                              f"{total - ours} for other reasons")
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """The JSON report, with ``session.exitstatus`` as it stands now: under torchrun rank 0

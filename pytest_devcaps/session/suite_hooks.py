@@ -60,6 +60,7 @@ class SuiteHooks:
             raise pytest.UsageError(f"pytest-devcaps: {exc}") from None
         kept: list[pytest.Item] = []
         deselected: list[pytest.Item] = []
+        self.gates_active = _gates_in_use()
         for item in items:
             found = self._prepare(item)
             if found is not None and selection and found not in selection:
@@ -70,16 +71,22 @@ class SuiteHooks:
             self.deselected = len(deselected)
             config.hook.pytest_deselected(items=deselected)
             items[:] = kept
+        manager = config.pluginmanager
+        if any(CLASS_SKIP_KEY in i.stash or WORLD_KEY in i.stash for i in items) \
+                and not manager.has_plugin(SETUP_PLUGIN):
+            manager.register(SetupChecks(), SETUP_PLUGIN)
 
     def _prepare(self, item: pytest.Item) -> str | None:
         """Classify and expect one test: its class, or None (and an error at setup)."""
         marks = list(item.iter_markers())
         cls = getattr(item, "cls", None)
-        if not any(m.name in MARKER_NAMES for m in marks) and not hasattr(cls, HARDWARE_ATTRIBUTE):
+        gates = self._gates(item, cls)
+        if not gates and not any(m.name in MARKER_NAMES for m in marks) \
+                and not hasattr(cls, HARDWARE_ATTRIBUTE):
             value, inferred = GENERIC_CLASS, True  # what classify() says, without importing it
         else:
             try:
-                found = self._classify(item, marks, cls)
+                found = self._classify(item, marks, cls, gates)
             except DevcapsError as exc:
                 item.stash[CLASS_PROBLEM_KEY] = f"{item.nodeid}: {exc}"
                 return None
@@ -89,12 +96,40 @@ class SuiteHooks:
         item.stash[HARDWARE_KEY] = value
         return value
 
-    def _classify(self, item: pytest.Item, marks: list[pytest.Mark], cls: type | None) -> Classification:
+    def _gates(self, item: pytest.Item, cls: type | None) -> tuple[Any, ...]:
+        """PyTorch's gates on the test (only where a module imported PyTorch's test helpers)."""
+        if not getattr(self, "gates_active", False):
+            return ()
+        from pytest_devcaps.marks.pytorch_gates import gates_of, is_multiprocess
+
+        gates = gates_of(getattr(item, "obj", None), cls)
+        if gates:
+            item.user_properties.append((GATES_PROPERTY, [g.to_dict() for g in gates]))
+            self.config.stash[GATES_SEEN_KEY] = True
+        if cls is not None and is_multiprocess(cls):
+            item.stash[WORLD_KEY] = gates
+        return gates
+
+    def _classify(self, item: pytest.Item, marks: list[pytest.Mark], cls: type | None,
+                  gates: tuple[Any, ...] = ()) -> Classification:
         from pytest_devcaps.marks.classification import classify
 
-        found = classify(marks, cls, self._registry)
+        found = classify(marks, cls, self._registry, gates)
+        # the hardware mark decides where a test runs; PyTorch's own hw_classification
+        # attribute keeps PyTorch's meaning (a label: such classes also run on the CPU)
+        if not found.inferred and found.value != GENERIC_CLASS and any(m.name == "hardware" for m in marks) \
+                and session_state(self.config).settings.hardware_reading.value == "devcaps":
+            self._enforce(item, found.value)
         self._expect(item, marks)
         return found
+
+    def _enforce(self, item: pytest.Item, value: str) -> None:
+        """A declared class decides where the test runs: a skip at setup where it does not."""
+        from pytest_devcaps.marks.classification import mismatch
+
+        reason = mismatch(value, self._registry().identity(item_device(item)))
+        if reason is not None:
+            item.stash[CLASS_SKIP_KEY] = reason
 
     def _expect(self, item: pytest.Item, marks: list[pytest.Mark]) -> None:
         """An ``xfail_on`` that holds on the test's device becomes an ``xfail`` mark."""
@@ -137,6 +172,65 @@ class SuiteHooks:
 
 
 BRIDGE_PLUGIN = "devcaps-unittest-bridge"
+SETUP_PLUGIN = "devcaps-suite-setup"
+GATES_PROPERTY = "devcaps_gates"
+GATES_SEEN_KEY = pytest.StashKey[bool]()
+"""A collected test has PyTorch gates: the skip footer is printed even without the registry."""
+CLASS_SKIP_KEY = pytest.StashKey[str]()
+"""Why a test's declared hardware class does not run on its device (skipped at setup)."""
+WORLD_KEY = pytest.StashKey[tuple[Any, ...]]()
+"""The gates of a multi-process test (``MultiProcessTestCase``): its world is checked at setup."""
+
+
+def _gates_in_use() -> bool:
+    """Whether a collected module imported PyTorch's test helpers (``pytorch_gates.in_use``,
+    asked without importing it: most sessions have none)."""
+    return any(name.startswith("torch.testing._internal") for name in sys.modules)
+
+
+class SetupChecks:
+    """Registered where a collected test has a declared class that does not run on its device,
+    or is a multi-process test whose world is checked before it runs."""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        reason = item.stash.get(CLASS_SKIP_KEY, None)
+        if reason is None and WORLD_KEY in item.stash:
+            reason = world_shortfall(item, item.stash[WORLD_KEY])
+        if reason is not None:
+            pytest.skip(reason)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        report = yield
+        if report.skipped and report.when == "setup" and isinstance(report.longrepr, tuple) and \
+                (CLASS_SKIP_KEY in item.stash or WORLD_KEY in item.stash):
+            filename, line = item.reportinfo()[:2]  # the skip points at the test, not at us
+            report.longrepr = (str(filename), (line or 0) + 1, report.longrepr[2])
+        return report
+
+
+def world_shortfall(item: pytest.Item, gates: tuple[Any, ...]) -> str | None:
+    """Why a multi-process test would pass with fewer ranks than its gate needs (zero ranks
+    spawned run nothing: ``MultiProcessTestCase`` then reports a pass), or None."""
+    from pytest_devcaps.marks.pytorch_gates import devices_needed, strictest, world_size_of
+
+    cls = getattr(item, "cls", None)
+    size = world_size_of(cls, getattr(item, "name", "runTest"))
+    needed = max(devices_needed(gates), 1)
+    if size is None or size >= needed:
+        return None
+    registry = session_state(item.config).registry
+    accelerators = [i for i in registry.devices if i.type != "cpu"]
+    gate = strictest(tuple(g for g in gates if g.devices)) or strictest(gates)
+    kind = accelerators[0].type if accelerators else \
+        (gate.hardware if gate is not None and gate.hardware not in (None, "generic", "accelerator")
+         else "cuda")
+    count = accelerators[0].count if accelerators else 0
+    where = f"{gate.name}; " if gate is not None else ""
+    return (f"requires {needed} device{'s' if needed > 1 else ''}; found {count} {kind} "
+            f"({where}world_size {size} of {cls.__name__ if cls else '?'}: "
+            f"{'no rank would run' if size == 0 else 'fewer ranks than the gate needs'})")
 
 
 class BridgeHooks:

@@ -90,7 +90,8 @@ def test_selection_deselects_the_other_classes(pytester: pytest.Pytester, tmp_pa
     else:
         pytester.makeini("[pytest]\ndevcaps_hardware = accelerator, nvidia\n")
     report = tmp_path / "report.json"
-    result = pytester.runpytest(*args, f"--devcaps-json={report}")
+    # PyTorch's reading: the class only selects, so the declared ones run on the CPU too.
+    result = pytester.runpytest(*args, f"--devcaps-json={report}", "--devcaps-hardware-reading=pytorch")
     result.assert_outcomes(passed=4, skipped=1, deselected=4)  # two_devices skips: one CPU
     result.stdout.fnmatch_lines(["devcaps: hardware classes: *; selected accelerator, nvidia (*), "
                                  "4 deselected"])

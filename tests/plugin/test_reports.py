@@ -65,11 +65,11 @@ def test_skip_summary_groups_by_capability_and_device(pytester: pytest.Pytester)
     result = pytester.runpytest(*SETS)
     result.assert_outcomes(passed=2, skipped=5)
     result.stdout.fnmatch_lines([
-        "*devcaps: skipped by missing capability*",
+        "*devcaps: skipped tests by reason*",
         "    3  attention.flash on cpu: unsupported (cli)",
         "    1  dtype.fp8_e4m3fnuz on cpu: unsupported (cli)",
         "    1  runtime.graphs on cpu: unsupported (cli)",
-        "5 test(s) skipped for missing capabilities",
+        "5 test(s) skipped: 5 for missing capabilities, 0 for other reasons",
     ])
 
 

@@ -162,6 +162,9 @@ def test_hardware_selection_under_unittest(pytester: pytest.Pytester,
                 pass
     """)
     monkeypatch.setenv("PYTEST_DEVCAPS_HARDWARE", "accelerator")
+    # PyTorch's reading: the class selects; devcaps' own reading would also skip it on the CPU
+    # (tests/plugin/test_honest_outcomes.py)
+    monkeypatch.setenv("PYTEST_DEVCAPS_HARDWARE_READING", "pytorch")
     plain = pytester.run(sys.executable, "-m", "unittest", "-v", "test_classes", timeout=300)
     output = plain.stderr.str()
     assert "test_declared (test_classes.TestClasses.test_declared) ... ok" in output
