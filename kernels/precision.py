@@ -46,6 +46,12 @@ def fp32_matmul_precision(precision: str = "ieee") -> Iterator[None]:
     round fp32 inputs to bf16 and accumulate in fp32, exact for inputs that are bf16 values)."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    if torch.compiler.is_compiling():
+        # Dynamo traces neither the lock nor writes to torch.backends flags (a graph break, an
+        # error under fullgraph=True): a compiled graph's matmuls run at the precision in force
+        # when it runs, so a caller that compiles pins it around the compiled call.
+        yield
+        return
     with _lock:
         settings = _settings(precision)
         if not settings:  # a torch older than the per-backend API: the legacy global switch

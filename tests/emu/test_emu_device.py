@@ -81,11 +81,11 @@ def test_generic_file_runs_on_cpu_and_emu(emu_env: EmuEnv, pytester: pytest.Pyte
     pytester.makepyfile(test_generic=GENERIC_TESTS)
     result = pytester.runpytest_subprocess("-p", "pytest_devcaps", "-v", "-rs",
                                            "--devcaps-json=report.json")
-    # The accelerator class is a class (selected with --devcaps-hardware), not a skip on the
-    # CPU: its cpu instance runs too, and torch.accelerator answers emu there as well.
-    result.assert_outcomes(passed=4)
+    # An accelerator-class test runs on emu and is skipped on the CPU, naming its class.
+    result.assert_outcomes(passed=3, skipped=1)
     result.stdout.fnmatch_lines_random([
         "*test_add?cpu? PASSED*", "*test_add?emu? PASSED*", "*test_accelerator_only?emu? PASSED*",
+        "*test_accelerator_only?cpu? SKIPPED*", "*hardware class*accelerator*",
         "devcaps: hardware classes: generic 2, accelerator 2*"])
     report = json.loads((pytester.path / "report.json").read_text())
     assert {d["type"] for d in report["devices"]} == {"cpu", "emu"}
