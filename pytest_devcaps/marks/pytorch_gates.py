@@ -393,12 +393,22 @@ def decorator_gate(node: ast.expr) -> Gate | None:
     return None
 
 
+@functools.lru_cache(maxsize=1)
+def _gate_words() -> tuple[str, ...]:
+    """Words every decorator :func:`decorator_gate` recognises contains (a named gate, or a flag
+    inside ``skipIf``/``skipUnless``), for a substring scan before parsing a file."""
+    return tuple(sorted({*NAMED, *(flag.rsplit(".", 1)[-1] for flag in FLAGS), "device_count"}))
+
+
 @functools.lru_cache(maxsize=64)
 def _definitions(path: str) -> dict[tuple[str, int], tuple[ast.expr, ...]]:
     """(name, first line incl. decorators) -> decorators, for every def and class in a file."""
     try:
         with open(path, encoding="utf-8") as handle:
-            tree = ast.parse(handle.read(), filename=path)
+            text = handle.read()
+        if not any(word in text for word in _gate_words()):
+            return {}  # no gate is written here: a plain pytest module is not parsed
+        tree = ast.parse(text, filename=path)
     except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
         return {}
     found: dict[tuple[str, int], tuple[ast.expr, ...]] = {}
