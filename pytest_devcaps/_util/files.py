@@ -238,6 +238,16 @@ def write_atomic_bytes(path: Path, data: bytes, *, private: bool = False,
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             _finish(handle, prepare, durable)
+    except BaseException:
+        _unlink_quietly(tmp)
+        raise
+    _replace(tmp, path, durable)
+
+
+def _replace(tmp: str, path: Path, durable: bool) -> None:
+    """Rename the finished temporary file over ``path`` (removed if that fails), then make the
+    rename itself durable where asked."""
+    try:
         os.replace(tmp, path)
     except BaseException:
         _unlink_quietly(tmp)
@@ -357,13 +367,7 @@ def _write_unnamed(path: Path, data: bytes, mode: int = _PUBLIC_MODE,
         os.close(fd)
     if tmp is None:
         return False
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        _unlink_quietly(tmp)
-        raise
-    if durable:
-        _fsync_dir(path.parent)
+    _replace(tmp, path, durable)
     return True
 
 
