@@ -41,7 +41,8 @@ class Finder(ast.NodeVisitor):
         self.aliases = Aliases(source, self.owned)
         self.expressions: list[Construct] = []
         self.statements: list[ast.stmt] = []
-        self.scopes = [module_scope(source.tree, self.facts, threaded, global_helpers)]
+        self.scopes = [module_scope(source.tree, self.facts, threaded, global_helpers,
+                                    fixtureless=source.target == "torch")]
         self.threaded = threaded
         self.plumbing: list[Edit] = []  # callers passing device= to threaded helpers
         self._call_parent: dict[int, ast.Call] = {}

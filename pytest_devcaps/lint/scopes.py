@@ -70,6 +70,8 @@ class Scope:
         self.threaded: frozenset[str] = parent.threaded if parent is not None else frozenset()
         # helpers use the module's device_type (no pytest test can lend them its device)
         self.global_helpers: bool = parent.global_helpers if parent is not None else False
+        # ``--target torch``: no plugin fixtures; tests and fixtures use the module's device_type too
+        self.fixtureless: bool = parent.fixtureless if parent is not None else False
         self.instantiated = False  # a class instantiate_device_type_tests generates
 
     @property
@@ -236,13 +238,18 @@ def function_scope(node: ast.FunctionDef | ast.AsyncFunctionDef, parent: Scope) 
     key = scope_key(node)
     context = _function_context(node, kind, params, key, parent)
     fixture = kind == "test" and context is not None and context.typed and not context.source
-    return Scope(kind, key, node, context, parent=parent, testcase=parent.testcase, device_fixture=fixture,
+    return Scope(kind, key, node, context, parent=parent, testcase=parent.testcase,
+                 device_fixture=fixture and not parent.fixtureless,
                  declared=parent.declared | declared_capabilities(list(node.decorator_list)))
 
 
 def _function_context(node: ast.FunctionDef | ast.AsyncFunctionDef, kind: Kind, params: list[str],
                       key: ScopeKey, parent: Scope) -> DeviceContext | None:
     """How code in the function names its device (None: not decided yet, see ``global_helpers``)."""
+    if kind in ("test", "fixture") and parent.fixtureless:
+        if "device" in params:  # a parametrized device (or a fixture of the file's own): use it
+            return DeviceContext(None, False, mark_owner=key if kind == "test" else None)
+        return replace(GLOBAL, mark_owner=key if kind == "test" else None)
     if kind in ("test", "fixture"):
         parametrize = device_parametrize(node)
         typed = parametrize is None or removable_device_parametrize(parametrize)
@@ -293,13 +300,16 @@ def class_scope(node: ast.ClassDef, parent: Scope, instantiated: bool = False) -
 
 
 def module_scope(tree: ast.Module, facts: ModuleFacts, threaded: frozenset[str] = frozenset(),
-                 global_helpers: bool = False) -> Scope:
+                 global_helpers: bool = False, fixtureless: bool = False) -> Scope:
     """The module's scope; ``threaded`` helpers get a ``device`` parameter from their callers,
     the others (with ``global_helpers``, or in a file with TestCase classes) use the module's
-    ``device_type``."""
-    scope = Scope("module", None, tree, GLOBAL, device_fixture=facts.pytest_only,
+    ``device_type``. ``fixtureless`` (``--target torch``, whose output runs without this
+    plugin): pytest tests and fixtures use the module's ``device_type`` as well, never the
+    ``device`` fixture."""
+    scope = Scope("module", None, tree, GLOBAL, device_fixture=facts.pytest_only and not fixtureless,
                   declared=declared_capabilities(_module_marks(tree)))
     scope.local_gates = facts.local_gates
     scope.threaded = threaded
-    scope.global_helpers = global_helpers or not facts.pytest_only
+    scope.global_helpers = global_helpers or fixtureless or not facts.pytest_only
+    scope.fixtureless = fixtureless
     return scope

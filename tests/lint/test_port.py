@@ -392,3 +392,61 @@ def test_fix_reports_per_file_counts(tmp_path: Path, monkeypatch: pytest.MonkeyP
 def test_pre_commit_hooks_run_devcaps_lint() -> None:
     text = (GOLDEN.parent.parent / ".pre-commit-hooks.yaml").read_text()
     assert "entry: devcaps lint --fix" in text and "id: devcaps-lint" in text
+
+
+# -- pytest-style files under --target torch (issue 18: the output runs without this plugin) ----
+
+PYTEST_STYLE = '''\
+import pytest
+import torch
+
+
+@pytest.fixture
+def weights():
+    return torch.ones(3, device="cuda")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_gated(weights):
+    x = torch.zeros(3, device="cuda")
+    torch.cuda.synchronize()
+    assert (x + weights).sum().item() == 3.0
+
+
+def test_plain():
+    y = torch.ones(3).cuda()
+    z = torch.ones(3, device=torch.device("cuda"))
+    assert (y + z).sum().item() == 6.0
+'''
+
+
+def test_pytest_style_file_under_target_torch_uses_device_type_not_the_fixture(tmp_path: Path) -> None:
+    out = fix_text(PYTEST_STYLE, "test_p.py", "torch").after
+    compile(out, "test_p.py", "exec")
+    assert "pytest_devcaps" not in out and "device_runtime" not in out
+    assert "def weights():" in out and "def test_gated(weights):" in out and "def test_plain():" in out
+    assert out.count(DEVICE_TYPE) == 1
+    assert "torch.ones(3).to(device_type)" in out and "torch.device(device_type)" in out
+    assert "torch.accelerator.synchronize()" in out and "cuda" not in out
+    assert not fix_text(out, "test_p.py", "torch").changed
+    (tmp_path / "test_p.py").write_text(out)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:devcaps", "-p", "no:randomly",
+                           "-p", "no:cacheprovider", "test_p.py"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "error" not in done.stdout.lower()
+    # test_plain runs on whatever device there is; test_gated skips without an accelerator
+    ran = torch_accelerator_present()
+    assert ("2 passed" if ran else "1 passed, 1 skipped") in done.stdout, done.stdout[-3000:]
+
+
+def torch_accelerator_present() -> bool:
+    import torch
+
+    return bool(torch.accelerator.is_available())
+
+
+def test_pytest_style_file_under_target_devcaps_keeps_the_device_fixture() -> None:
+    out = fix_text(PYTEST_STYLE, "test_p.py", "devcaps").after
+    assert "def weights(device):" in out and "def test_plain(device):" in out
+    assert "device_runtime" in out and DEVICE_TYPE not in out
