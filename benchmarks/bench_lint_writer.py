@@ -22,7 +22,7 @@ SIZES = (2_000, 20_000)
 
 
 def make(path: Path, lines: int) -> None:
-    body = "\r\n".join(f"x{i} = torch.cuda.is_available()  # line {i}" for i in range(lines))
+    body = "\r\n".join(f"x{i} = old_name({i})  # line {i}" for i in range(lines))
     path.write_bytes(body.encode("utf-8") + b"\r\n")
 
 
@@ -30,7 +30,7 @@ def once(path: Path, lines: int) -> float:
     make(path, lines)
     started = time.perf_counter()
     snapshot = read_source(path, root=path.parent)
-    text = snapshot.text().replace("\r\n", "\n").replace("torch.cuda.", "torch.accelerator.")
+    text = snapshot.text().replace("\r\n", "\n").replace("old_name(", "new_name(")
     write_source(snapshot, text, root=path.parent)
     return time.perf_counter() - started
 
