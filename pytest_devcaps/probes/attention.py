@@ -19,7 +19,7 @@ from typing import Any
 
 from pytest_devcaps.model import Level, ProbeOutcome
 from pytest_devcaps.probes import compile as compile_probes
-from pytest_devcaps.probes import gates
+from pytest_devcaps.probes import rule_gate
 from pytest_devcaps.probes.base import MAX_MESSAGE, device_type, ran, refused, unknown, unsupported
 
 # Fused kernels differ in the dtypes they take (GPU flash wants half precision, CPU takes all).
@@ -130,13 +130,14 @@ def probe_cudnn(device: str) -> ProbeOutcome:
 def probe_flex(device: str) -> ProbeOutcome:
     """PyTorch's FlexAttention platform check, answered statically: compiling a FlexAttention
     kernel costs far more than a probe may take. The check is
-    common_device_type.IS_FLEX_ATTENTION_*_PLATFORM_SUPPORTED (:func:`gates.flex_gate`); the
-    compiler it needs is asked of the compile probes (Triton on GPUs, a C++ compiler on CPU)."""
+    common_device_type.IS_FLEX_ATTENTION_*_PLATFORM_SUPPORTED, which the ``attention.flex``
+    vendor rules mirror (:func:`rule_gate.rule_gate`); the compiler it needs is asked of the
+    compile probes (Triton on GPUs, a C++ compiler on CPU)."""
     if importlib.util.find_spec("torch.nn.attention.flex_attention") is None:
         return unsupported("this torch has no torch.nn.attention.flex_attention")
-    gate = gates.flex_gate(gates.live_facts(device))
+    gate = rule_gate.rule_gate("attention.flex", device)
     if gate.allowed is False:
-        return unsupported(gate.reason)
+        return unsupported(gate.cited())
     kind = device_type(device)
     needs = compile_probes.probe_triton if kind in ("cuda", "xpu") else compile_probes.probe_inductor
     compiler = needs(device)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pytest_devcaps.model import ProbeOutcome
-from pytest_devcaps.probes import gates, matmul
+from pytest_devcaps.probes import matmul, rule_gate
 from pytest_devcaps.probes.base import device_type, ran, refused, unknown, unsupported
 
 
@@ -69,22 +69,21 @@ def probe_tf32(device: str) -> ProbeOutcome:
 # which stores fp8 but cannot multiply it.
 
 def probe_fp8_e4m3fn(device: str) -> ProbeOutcome:
-    return matmul.fp8_format(device, "float8_e4m3fn")
+    return rule_gate.judged("dtype.fp8_e4m3fn", device, matmul.fp8_format(device, "float8_e4m3fn"))
 
 
 def probe_fp8_e5m2(device: str) -> ProbeOutcome:
-    return matmul.fp8_format(device, "float8_e5m2")
+    return rule_gate.judged("dtype.fp8_e5m2", device, matmul.fp8_format(device, "float8_e5m2"))
 
 
 def probe_fp8_e4m3fnuz(device: str) -> ProbeOutcome:
-    return matmul.fp8_format(device, "float8_e4m3fnuz")
+    return rule_gate.judged("dtype.fp8_e4m3fnuz", device, matmul.fp8_format(device, "float8_e4m3fnuz"))
 
 
 def probe_fp8_e5m2fnuz(device: str) -> ProbeOutcome:
-    return matmul.fp8_format(device, "float8_e5m2fnuz")
+    return rule_gate.judged("dtype.fp8_e5m2fnuz", device, matmul.fp8_format(device, "float8_e5m2fnuz"))
 
 
 def probe_fp4_e2m1(device: str) -> ProbeOutcome:
     """float4_e2m1fn_x2 arithmetic: PyTorch multiplies fp4 only in block-scaled _scaled_mm."""
-    return gates.judge(gates.block_scaled_gate(gates.live_facts(device)),
-                       matmul.block_scaled(device, fp4=True))
+    return rule_gate.judged("dtype.fp4_e2m1", device, matmul.block_scaled(device, fp4=True))

@@ -1,8 +1,9 @@
 """Matmul probes: torch._scaled_mm (fp8 formats; tensorwise, rowwise and block scales),
 torch._grouped_mm and torch._int_mm.
 
-Every torch._scaled_mm probe runs the op and reads the outcome against PyTorch's own gate for
-the device (:mod:`pytest_devcaps.probes.gates`), so a refusal names the check that refused.
+Every torch._scaled_mm probe runs the op and reads the outcome against the vendor rule for the
+device (:mod:`pytest_devcaps.probes.rule_gate`: the rules mirror PyTorch's own gates), so a
+refusal names the check that refused.
 
 A scaled GEMM that runs is also watched through oneDNN's verbose log (:func:`onednn_executions`):
 where oneDNN executes an fp8 matmul on its *reference* implementation (``ref:any``; AMX-INT8 CPUs
@@ -19,7 +20,7 @@ import tempfile
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from pytest_devcaps.model import Level, ProbeOutcome
-from pytest_devcaps.probes import gates
+from pytest_devcaps.probes import rule_gate
 from pytest_devcaps.probes.base import ran, refused, unknown, unsupported
 
 _N = 16  # _scaled_mm wants every dimension divisible by 16
@@ -176,20 +177,20 @@ def tensorwise_then_rowwise(device: str, pairs: Sequence[tuple[str, str]]) -> Pr
 
 
 def fp8_format(device: str, dtype: str) -> ProbeOutcome:
-    """Matrix arithmetic in fp8 format ``dtype``: torch._scaled_mm with it as an input."""
+    """Matrix arithmetic in fp8 format ``dtype``: torch._scaled_mm with it as an input (the
+    caller reads the outcome against its capability's rule)."""
     partner = PARTNER[dtype]
-    outcome = tensorwise_then_rowwise(device, [(dtype, dtype), (dtype, partner), (partner, dtype)])
-    return gates.judge(gates.fp8_gate(gates.live_facts(device), dtype), outcome)
+    return tensorwise_then_rowwise(device, [(dtype, dtype), (dtype, partner), (partner, dtype)])
 
 
 def probe_scaled_mm(device: str) -> ProbeOutcome:
     outcome = scaled_mm_pairs(device, [(d, d) for d in _DEVICE_FORMATS])
-    return gates.judge(gates.scaled_mm_gate(gates.live_facts(device)), outcome)
+    return rule_gate.judged("mm.scaled", device, outcome)
 
 
 def probe_scaled_mm_rowwise(device: str) -> ProbeOutcome:
     outcome = scaled_mm_pairs(device, [(d, d) for d in _DEVICE_FORMATS], rowwise=True)
-    return gates.judge(gates.rowwise_gate(gates.live_facts(device)), outcome)
+    return rule_gate.judged("mm.scaled_rowwise", device, outcome)
 
 
 def _block_operands(torch: Any, device: str, fp4: bool) -> tuple[Any, Any]:
@@ -236,8 +237,7 @@ def block_scaled(device: str, *, fp4: bool) -> ProbeOutcome:
 
 
 def probe_scaled_mm_mx(device: str) -> ProbeOutcome:
-    return gates.judge(gates.block_scaled_gate(gates.live_facts(device)),
-                       block_scaled(device, fp4=False))
+    return rule_gate.judged("mm.scaled_mx", device, block_scaled(device, fp4=False))
 
 
 def probe_grouped_mm(device: str) -> ProbeOutcome:

@@ -4,7 +4,6 @@ gates the probes read their outcomes against."""
 
 from __future__ import annotations
 
-from typing import Any
 
 import pytest
 
@@ -13,7 +12,6 @@ from pytest_devcaps.config.catalogue import parse_catalogue
 from pytest_devcaps.config.yamlsource import parse_yaml
 from pytest_devcaps.errors import ConfigError
 from pytest_devcaps.model import DeviceIdentity, Level
-from pytest_devcaps.probes.gates import GATES
 
 N, E, U, K = Level.NATIVE, Level.EMULATED, Level.UNSUPPORTED, Level.UNKNOWN
 A = "available"  # native or emulated
@@ -508,36 +506,3 @@ def test_gaudi_generations(catalogue: Catalogue, generation: int, fp16: Level, f
     assert _level(catalogue, _gaudi(generation), "dtype.fp16") is fp16
     assert _level(catalogue, _gaudi(generation), "dtype.fp8_e4m3fn") is fp8
     assert _level(catalogue, _gaudi(generation), "dtype.fp64") is U
-
-
-# --- probes and rules decide from the same facts ---------------------------------------------
-
-SYNTHETIC = [*(_nvidia(cc) for cc in NVIDIA_ARCHS), _nvidia(9.0, platform="win32", cuda_version="12.9"),
-             _nvidia(10.0, cuda_version="12.6"),
-             *(_amd(a, r) for a in ("gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1200", "gfx1201")
-               for r in ("6.3", "6.5", "7.0", None)),
-             *(_intel(a) for a in ("pvc", "bmg", "acm")), _apple(1), _apple(3),
-             _gaudi(1), _gaudi(2), _cpu("avx2"), _cpu("avx2", "amx_int8", "amx_fp16"),
-             _cpu("avx2", "amx_int8"), _cpu("neon"), _cpu("avx2", capability="DEFAULT")]
-
-
-def _devices() -> list[tuple[str, DeviceIdentity]]:
-    from pytest_devcaps.config import load_catalogue
-
-    catalogue = load_catalogue()
-    profiles = [(name, load_profile(name, catalogue).identities[0]) for name in list_profiles()]
-    return profiles + [(f"{d.vendor}-{d.arch}-{i}", d) for i, d in enumerate(SYNTHETIC)]
-
-
-@pytest.mark.parametrize(("name", "identity"), _devices(), ids=[n for n, _ in _devices()])
-def test_probe_gates_and_vendor_rules_agree(catalogue: Catalogue, name: str,
-                                            identity: DeviceIdentity) -> None:
-    """The fp8/fp4/scaled-mm/flex probes read their outcomes against PyTorch's gates
-    (probes/gates.py); fed each device's facts, the gates must say what the rules say:
-    allowed <-> native/emulated, refused <-> unsupported, no gate <-> unknown."""
-    facts: dict[str, Any] = identity.rule_facts()
-    for capability, gate_of in GATES.items():
-        gate = gate_of(facts)
-        level = _level(catalogue, identity, capability)
-        expected = {True: level.available, False: level is U, None: level is K}[gate.allowed]
-        assert expected, f"{capability}: gate {gate.allowed} ({gate.reason}) vs rule {level.value}"

@@ -22,7 +22,7 @@ from pytest_devcaps.config import classify, load_catalogue
 from pytest_devcaps.model import DeviceIdentity, Level, ProbeOutcome
 from pytest_devcaps.probes import ProbeSpec, builtin_probes, run_probes
 from pytest_devcaps.probes.attention import judge_choice, judge_run
-from pytest_devcaps.probes.gates import Gate, judge, live_facts
+from pytest_devcaps.probes.rule_gate import RuleGate, gate_for, judge, live_identity, rule_gate
 from pytest_devcaps._util.qualnames import resolve
 
 N, E, U = Level.NATIVE, Level.EMULATED, Level.UNSUPPORTED
@@ -46,7 +46,7 @@ CPU_EXPECTED: dict[str, Level] = {
 CPU_REASONS: dict[str, str] = {
     "dtype.tf32": "matmul stays fp32 under float32_matmul_precision('high')",
     "dtype.fp8_e4m3fn": "_scaled_mm ran with float8_e4m3fn",
-    "dtype.fp4_e2m1": "block-scaled GEMM is CUDA sm_100+ and ROCm gfx950 only",
+    "dtype.fp4_e2m1": "tensorwise or rowwise scales only, no packed fp4",
     "mm.scaled_mx": "Invalid scaling configuration",
     "attention.flash": "SDPBackend.FLASH_ATTENTION chosen by _fused_sdp_choice and ran on cpu",
     "attention.mem_efficient": "(_fused_sdp_choice) under SDPBackend.EFFICIENT_ATTENTION",
@@ -224,18 +224,78 @@ def test_a_fallback_warning_means_not_supported(messages: list[str], level: Leve
 
 
 @pytest.mark.parametrize(("gate", "outcome", "level", "words"), [
-    (Gate(False, "needs sm_89"), ProbeOutcome(U, "raised RuntimeError: x"), U, "needs sm_89 (raised"),
-    (Gate(False, "needs sm_89"), ProbeOutcome(N, "ran"), N, "although PyTorch 2.13's check"),
-    (Gate(True, "ok"), ProbeOutcome(U, "raised RuntimeError: built without it"), U, "built without"),
-    (Gate(None, "no gate"), ProbeOutcome(N, "ran"), N, "ran"),
+    (RuleGate(False, "needs sm_89", "ScaledBlas.cpp"), ProbeOutcome(U, "raised RuntimeError: x"), U,
+     "needs sm_89 [ScaledBlas.cpp] (raised"),
+    (RuleGate(False, "needs sm_89"), ProbeOutcome(N, "ran"), N,
+     "ran, although the vendor rule says PyTorch refuses it here: needs sm_89"),
+    (RuleGate(True, "ok"), ProbeOutcome(U, "raised RuntimeError: built without it"), U,
+     "built without"),
+    (RuleGate(None, "no rule"), ProbeOutcome(N, "ran"), N, "ran"),
 ])
-def test_probe_outcomes_are_read_against_pytorchs_gate(gate: Gate, outcome: ProbeOutcome,
-                                                       level: Level, words: str) -> None:
+def test_probe_outcomes_are_read_against_the_vendor_rule(gate: RuleGate, outcome: ProbeOutcome,
+                                                         level: Level, words: str) -> None:
     judged = judge(gate, outcome)
     assert judged.level is level and words in judged.reason
 
 
-def test_live_facts_come_from_the_backends() -> None:
-    facts = live_facts("cpu")
-    assert facts["vendor"] == "cpu" and facts["type"] == "cpu" and "isa" in facts
-    assert live_facts("nosuchdevice:3") == {"type": "nosuchdevice", "vendor": "nosuchdevice"}
+def _gpu(vendor: str, arch: str = "a", **facts: object) -> DeviceIdentity:
+    return DeviceIdentity(type="cuda", index=0, vendor=vendor, name="GPU", arch=arch, facts=facts)
+
+
+@pytest.mark.parametrize(("capability", "identity", "allowed", "words"), [
+    # ScaledBlasDeviceUtils.cpp scaled_mm_arch_allowed: sm_89 or major >= 9
+    ("mm.scaled", _gpu("nvidia", compute_capability=8.6, platform="linux"), False, "sm_89"),
+    ("mm.scaled", _gpu("nvidia", compute_capability=9.0, platform="linux"), True, "sm_89"),
+    # ScaledBlas.cpp _scaled_mm_is_fnuz: fnuz is gfx942's format
+    ("dtype.fp8_e4m3fnuz", _gpu("amd", "gfx942", gcn_arch="gfx942", rocm_version="6.3"), True, ""),
+    ("dtype.fp8_e4m3fnuz", _gpu("amd", "gfx90a", gcn_arch="gfx90a", rocm_version="6.3"), False, "gfx942"),
+    # the version decides, and it is missing: the rule says unknown, so only running can tell
+    ("dtype.fp8_e4m3fn", _gpu("amd", "gfx950", gcn_arch="gfx950"), None, ""),
+    ("dtype.fp8_e4m3fn", None, None, "no builtin backend describes this device"),
+])
+def test_the_gate_a_probe_reads_is_the_vendor_rule(capability: str,
+                                                   identity: DeviceIdentity | None,
+                                                   allowed: bool | None, words: str) -> None:
+    """PyTorch's gate logic lives once, in capabilities.yaml: the probe side asks the rule."""
+    gate = gate_for(capability, identity)
+    assert gate.allowed is allowed and words in gate.reason
+    if identity is not None and allowed is not None:
+        assert gate.source and ".cpp" in gate.source  # the rule's citation travels with it
+
+
+def test_a_changed_rule_changes_what_the_probe_expects(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One source: a catalogue whose nvidia mm.scaled rule refuses everything makes the probe
+    side refuse, with that rule's reason and source."""
+    from pytest_devcaps.config.catalogue import parse_catalogue
+    from pytest_devcaps.config.yamlsource import parse_yaml
+    from pytest_devcaps.probes import rule_gate as module
+
+    text = (b"devcaps: 1\ncapabilities:\n  mm.scaled: {description: scaled matmul}\nvendors:\n"
+            b"  nvidia:\n"
+            b"    mm.scaled:\n      - level: unsupported\n        reason: 'refused on {arch}'\n"
+            b"        source: 'my.cpp check'\n")
+    custom = parse_catalogue(parse_yaml(text.decode(), "c.yaml"), "c.yaml", text)
+    monkeypatch.setattr(module, "load_catalogue", lambda: custom)
+    gate = gate_for("mm.scaled", _gpu("nvidia", compute_capability=9.0, platform="linux"))
+    assert gate == RuleGate(False, "refused on a", "my.cpp check")
+
+
+def test_the_live_identity_comes_from_the_backends() -> None:
+    identity = live_identity("cpu")
+    assert identity is not None and identity.vendor == "cpu" and "isa" in identity.rule_facts()
+    assert live_identity("nosuchdevice:3") is None
+    # the cpu rules answer for this CPU whatever its ISA: fp8 is emulated (an upcast or oneDNN)
+    assert rule_gate("mm.scaled", "cpu").allowed is True
+
+
+def test_no_probe_restates_a_gate() -> None:
+    """The probes decide nothing from device facts themselves: no module under probes/ reads a
+    fact a vendor rule compares (compute_capability, gcn_arch, rocm_version, isa...)."""
+    from pathlib import Path
+
+    import pytest_devcaps.probes as probes
+
+    facts = ("compute_capability", "gcn_arch", "rocm_version", "cuda_version", "gaudi_generation")
+    for path in Path(probes.__file__).parent.glob("*.py"):
+        text = path.read_text()
+        assert not [f for f in facts if f'"{f}"' in text or f"'{f}'" in text], path.name
