@@ -86,7 +86,7 @@ VARIABLES: Mapping[str, Variable] = _table(
              "DEVCAPS_DIST_SHARE_DEVICES"),
     Variable(ENV_DIST_REUSE, "0: a fresh distributed world for every call (default: reuse)",
              "DEVCAPS_DIST_REUSE"),
-    Variable(ENV_DYNAMO_ORDER, "the Dynamo suite's test order: reversed or shuffle:<seed>",
+    Variable(ENV_DYNAMO_ORDER, "the Dynamo suite's test order: reversed or shuffle:SEED",
              "DEVCAPS_DYNAMO_ORDER"),
     Variable(ENV_DYNAMO_CACHE, "the Dynamo suite's Inductor cache: shared (default) or fresh",
              "DEVCAPS_DYNAMO_CACHE"),
