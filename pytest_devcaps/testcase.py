@@ -38,10 +38,8 @@ from pytest_devcaps.marks import classification
 from pytest_devcaps.marks import evaluation as markers
 from pytest_devcaps.errors import ConfigError, DevcapsError
 from pytest_devcaps.marks.expectations import Condition, parse_condition
+from pytest_devcaps._util.environ import ENV_DEVICES, ENV_EXCEPT, ENV_HARDWARE, ENV_HARDWARE_READING
 from pytest_devcaps.session.options import (
-    ENV_DEVICES,
-    ENV_EXCEPT,
-    ENV_HARDWARE,
     EnvironmentSettings,
     Setting,
     check_device_types,
@@ -150,7 +148,7 @@ def _class_mismatch(marks: list[pytest.Mark], cls: type | None, registry: Capabi
                     device: str) -> str | None:
     """A declared hardware class that does not run on the test's device (as under pytest),
     unless ``PYTEST_DEVCAPS_HARDWARE_READING=pytorch`` reads classes as labels only."""
-    from pytest_devcaps.session.options import ENV_HARDWARE_READING, check_reading
+    from pytest_devcaps.session.options import check_reading
 
     reading = os.environ.get(ENV_HARDWARE_READING, "").strip()
     if reading and check_reading(reading, f"{ENV_HARDWARE_READING} environment variable") != "devcaps":

@@ -1,10 +1,20 @@
-"""Environment variables of pytest-devcaps: one prefix, ``PYTEST_DEVCAPS_*``, and the old names.
+"""Environment variables of pytest-devcaps: the one table, one prefix, the old names.
 
-Every variable devcaps reads is ``PYTEST_DEVCAPS_<NAME>``. Some were first spelled without
-``PYTEST_`` (``DEVCAPS_DIST_TIMEOUT``, ``DEVCAPS_DYNAMO_CACHE``...): the old name still works
-and gives a :class:`~pytest_devcaps.errors.DevcapsDeprecationWarning` naming the new one; both
-set to different values is a :class:`~pytest_devcaps.errors.ConfigError` naming both (which one
-would win is not something a user should have to guess). Standard library and errors only.
+:data:`VARIABLES` lists every variable pytest-devcaps reads (each ``ENV_*`` constant here is one;
+readers use the constants, never a fresh string). Every one is ``PYTEST_DEVCAPS_<NAME>``. Some
+were first spelled without ``PYTEST_`` (``DEVCAPS_DIST_TIMEOUT``, ``DEVCAPS_DYNAMO_CACHE``...):
+the old name still works and gives a :class:`~pytest_devcaps.errors.DevcapsDeprecationWarning`
+naming the new one; both set to different values is a :class:`~pytest_devcaps.errors.ConfigError`
+naming both (which one would win is not something a user should have to guess).
+
+A set variable with the prefix that is not in the table (``PYTEST_DEVCAPS_HARDWRE``, or
+``pytest_devcaps_hardware``, which POSIX keeps apart) is a usage error naming the closest valid
+name (:func:`check_names`): pytest's configure, the ``devcaps`` command and the unittest bridge
+call it before reading anything, so a typo never silently does nothing. The old prefix is not
+judged that way: only the old names in :data:`RENAMED` are ours; any other ``DEVCAPS_*`` variable
+may belong to another tool, and refusing it would break a session for a name we never owned.
+
+Standard library and errors only.
 """
 
 from __future__ import annotations
@@ -12,21 +22,106 @@ from __future__ import annotations
 import os
 import warnings
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Iterable, Mapping
 
-from pytest_devcaps.errors import ConfigError, DevcapsDeprecationWarning
+from pytest_devcaps.errors import ConfigError, DevcapsDeprecationWarning, closest, suggestion
 
 PREFIX = "PYTEST_DEVCAPS_"
+#: The prefix the renamed variables had before (only the names in :data:`RENAMED` are ours).
+OLD_PREFIX = "DEVCAPS_"
+
+ENV_DEVICES = "PYTEST_DEVCAPS_DEVICES"
+ENV_EXCEPT = "PYTEST_DEVCAPS_EXCEPT"
+ENV_OVERRIDES = "PYTEST_DEVCAPS_OVERRIDES"
+ENV_PROFILE = "PYTEST_DEVCAPS_PROFILE"
+ENV_REQUIRE = "PYTEST_DEVCAPS_REQUIRE"
+ENV_PROBE_TIMEOUT = "PYTEST_DEVCAPS_PROBE_TIMEOUT"
+ENV_HARDWARE = "PYTEST_DEVCAPS_HARDWARE"
+ENV_HARDWARE_READING = "PYTEST_DEVCAPS_HARDWARE_READING"
+ENV_CACHE_DIR = "PYTEST_DEVCAPS_CACHE_DIR"
+ENV_EMU_DEVICES = "PYTEST_DEVCAPS_EMU_DEVICES"
+ENV_EMU_CACHE_DIR = "PYTEST_DEVCAPS_EMU_CACHE_DIR"
+ENV_DIST_TIMEOUT = "PYTEST_DEVCAPS_DIST_TIMEOUT"
+ENV_DIST_PG_TIMEOUT = "PYTEST_DEVCAPS_DIST_PG_TIMEOUT"
+ENV_DIST_SHARE_DEVICES = "PYTEST_DEVCAPS_DIST_SHARE_DEVICES"
+ENV_DIST_REUSE = "PYTEST_DEVCAPS_DIST_REUSE"
+ENV_DYNAMO_ORDER = "PYTEST_DEVCAPS_DYNAMO_ORDER"
+ENV_DYNAMO_CACHE = "PYTEST_DEVCAPS_DYNAMO_CACHE"
+
+
+@dataclass(frozen=True)
+class Variable:
+    """One environment variable: its name, what it means (one line) and its old name, if any."""
+
+    name: str
+    meaning: str
+    old: str | None = None
+
+
+def _table(*variables: Variable) -> Mapping[str, Variable]:
+    return {variable.name: variable for variable in variables}
+
+
+#: Every variable pytest-devcaps reads, by name (the README's "Environment variables" lists these).
+VARIABLES: Mapping[str, Variable] = _table(
+    Variable(ENV_DEVICES, "device types to run device tests on (--devcaps-devices)"),
+    Variable(ENV_EXCEPT, "device types to leave out (--devcaps-except)"),
+    Variable(ENV_OVERRIDES, "capability override YAML files, os.pathsep-separated "
+                            "(--devcaps-overrides)"),
+    Variable(ENV_PROFILE, "plan against a device profile instead of running (--devcaps-profile)"),
+    Variable(ENV_REQUIRE, "capabilities this runner must have: a skip for one is an error "
+                          "(--devcaps-require)"),
+    Variable(ENV_PROBE_TIMEOUT, "seconds one empirical probe may take (--devcaps-probe-timeout)"),
+    Variable(ENV_HARDWARE, "hardware classes to run; others are deselected (--devcaps-hardware)"),
+    Variable(ENV_HARDWARE_READING, "how a declared hardware class is read: devcaps or pytorch "
+                                   "(--devcaps-hardware-reading)"),
+    Variable(ENV_CACHE_DIR, "where the probe cache lives (default $XDG_CACHE_HOME/pytest-devcaps)"),
+    Variable(ENV_EMU_DEVICES, "how many emu devices each process gets (unset: no emu backend)"),
+    Variable(ENV_EMU_CACHE_DIR, "where the emu extension is built (default emu/ in the cache)"),
+    Variable(ENV_DIST_TIMEOUT, "watchdog seconds per distributed world (default 240)",
+             "DEVCAPS_DIST_TIMEOUT"),
+    Variable(ENV_DIST_PG_TIMEOUT, "process group collective timeout in seconds (default 60)",
+             "DEVCAPS_DIST_PG_TIMEOUT"),
+    Variable(ENV_DIST_SHARE_DEVICES, "1: ranks of a world may share one accelerator",
+             "DEVCAPS_DIST_SHARE_DEVICES"),
+    Variable(ENV_DIST_REUSE, "0: a fresh distributed world for every call (default: reuse)",
+             "DEVCAPS_DIST_REUSE"),
+    Variable(ENV_DYNAMO_ORDER, "the Dynamo suite's test order: reversed or shuffle:SEED",
+             "DEVCAPS_DYNAMO_ORDER"),
+    Variable(ENV_DYNAMO_CACHE, "the Dynamo suite's Inductor cache: shared (default) or fresh",
+             "DEVCAPS_DYNAMO_CACHE"),
+)
 
 #: New name -> the old name it replaces (still read, with a deprecation warning).
-RENAMED: Mapping[str, str] = {
-    "PYTEST_DEVCAPS_DIST_TIMEOUT": "DEVCAPS_DIST_TIMEOUT",
-    "PYTEST_DEVCAPS_DIST_PG_TIMEOUT": "DEVCAPS_DIST_PG_TIMEOUT",
-    "PYTEST_DEVCAPS_DIST_SHARE_DEVICES": "DEVCAPS_DIST_SHARE_DEVICES",
-    "PYTEST_DEVCAPS_DIST_REUSE": "DEVCAPS_DIST_REUSE",
-    "PYTEST_DEVCAPS_DYNAMO_ORDER": "DEVCAPS_DYNAMO_ORDER",
-    "PYTEST_DEVCAPS_DYNAMO_CACHE": "DEVCAPS_DYNAMO_CACHE",
-}
+RENAMED: Mapping[str, str] = {v.name: v.old for v in VARIABLES.values() if v.old is not None}
+
+
+def unknown_names(environ: Iterable[str]) -> list[str]:
+    """The names in ``environ`` with our prefix (in any case) that are not in :data:`VARIABLES`,
+    sorted; an old ``DEVCAPS_*`` name is never among them (see the module's docstring)."""
+    return sorted(name for name in environ
+                  if name.upper().startswith(PREFIX) and name not in VARIABLES)
+
+
+def closest_name(name: str) -> str | None:
+    """The table's name closest to ``name``, compared after the prefix (every name shares it, so
+    whole names would all look alike) and in upper case; None when nothing is close."""
+    suffixes = {known[len(PREFIX):]: known for known in VARIABLES}
+    match = closest(name.upper()[len(PREFIX):], suffixes)
+    return None if match is None else suffixes[match]
+
+
+def check_names(environ: Mapping[str, str] | None = None) -> None:
+    """Refuse a set ``PYTEST_DEVCAPS_*`` variable that is not in :data:`VARIABLES`: a
+    :class:`ConfigError` naming each one and the closest valid name (a scan of ``environ``,
+    default ``os.environ``: microseconds, no imports)."""
+    unknown = unknown_names(os.environ if environ is None else environ)
+    if not unknown:
+        return
+    named = ", ".join(f"{name}{suggestion(closest_name(name))}" for name in unknown)
+    plural = "s" if len(unknown) > 1 else ""
+    raise ConfigError(f"unknown environment variable{plural} {named}: pytest-devcaps reads no "
+                      f"such variable; fix the name or unset it (README, 'Environment variables')")
 
 
 @dataclass(frozen=True)

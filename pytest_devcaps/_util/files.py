@@ -33,6 +33,7 @@ import zlib
 from pathlib import Path
 from typing import BinaryIO, Callable
 
+from pytest_devcaps._util.environ import ENV_CACHE_DIR
 from pytest_devcaps.errors import UnsafeFileError
 
 #: The largest file :func:`read_regular_file` reads by default (YAML files, caches).
@@ -152,7 +153,7 @@ def directory_refusal(directory: Path) -> str | None:
         return None
     return (f"cache directory {str(directory)!r} is {problem}; a cache is used only in a "
             "directory this user owns and nobody else may write (chmod go-w, or set "
-            f"{CACHE_ENV} to a private directory)")
+            f"{ENV_CACHE_DIR} to a private directory)")
 
 
 def _unreplaceable(path: Path) -> str | None:
@@ -393,12 +394,13 @@ def _unlink_quietly(path: str) -> None:
         pass
 
 
-CACHE_ENV = "PYTEST_DEVCAPS_CACHE_DIR"
+#: The earlier name of the constant (the table in ``_util.environ`` is the source).
+CACHE_ENV = ENV_CACHE_DIR
 
 
 def default_cache_dir() -> Path:
     """``$PYTEST_DEVCAPS_CACHE_DIR``, else ``$XDG_CACHE_HOME/pytest-devcaps``, else ``~/.cache/...``."""
-    explicit = os.environ.get(CACHE_ENV)
+    explicit = os.environ.get(ENV_CACHE_DIR)
     if explicit:
         return Path(explicit)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")

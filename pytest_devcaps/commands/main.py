@@ -13,6 +13,7 @@ from typing import Sequence
 
 from pytest_devcaps.errors import ConfigError, DevcapsError
 from pytest_devcaps._util.durations import DEFAULT_PROBE_TIMEOUT, check_probe_timeout
+from pytest_devcaps._util.environ import check_names
 from pytest_devcaps.version import __version__
 
 EXIT_USAGE = 2
@@ -151,6 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        check_names()  # a misspelt PYTEST_DEVCAPS_* variable is a usage error, as under pytest
         if args.command == "probe":
             return command_probe(args)
         if args.command == "profiles":

@@ -13,12 +13,19 @@ import os
 
 from pytest_devcaps.errors import ConfigError
 from pytest_devcaps._util.durations import parse_seconds
-from pytest_devcaps._util.environ import lookup
+from pytest_devcaps._util.environ import (
+    ENV_DIST_PG_TIMEOUT,
+    ENV_DIST_REUSE,
+    ENV_DIST_SHARE_DEVICES,
+    ENV_DIST_TIMEOUT,
+    lookup,
+)
 
-TIMEOUT_VARIABLE = "PYTEST_DEVCAPS_DIST_TIMEOUT"
-PG_TIMEOUT_VARIABLE = "PYTEST_DEVCAPS_DIST_PG_TIMEOUT"
-SHARE_VARIABLE = "PYTEST_DEVCAPS_DIST_SHARE_DEVICES"
-REUSE_VARIABLE = "PYTEST_DEVCAPS_DIST_REUSE"
+#: The earlier names of the variables (the table in ``_util.environ`` is the source).
+TIMEOUT_VARIABLE = ENV_DIST_TIMEOUT
+PG_TIMEOUT_VARIABLE = ENV_DIST_PG_TIMEOUT
+SHARE_VARIABLE = ENV_DIST_SHARE_DEVICES
+REUSE_VARIABLE = ENV_DIST_REUSE
 DEFAULT_TIMEOUT_S = 240.0
 DEFAULT_PG_TIMEOUT_S = 60.0
 MAX_SPAWNED_WORLD_SIZE = 1024
@@ -64,22 +71,22 @@ def env_flag(variable: str, default: bool) -> bool:
 
 def watchdog_timeout() -> float:
     """``PYTEST_DEVCAPS_DIST_TIMEOUT``: how long a world may run before its ranks are stopped."""
-    return env_seconds(TIMEOUT_VARIABLE, DEFAULT_TIMEOUT_S)
+    return env_seconds(ENV_DIST_TIMEOUT, DEFAULT_TIMEOUT_S)
 
 
 def pg_timeout() -> float:
     """``PYTEST_DEVCAPS_DIST_PG_TIMEOUT``: the process group's collective timeout."""
-    return env_seconds(PG_TIMEOUT_VARIABLE, DEFAULT_PG_TIMEOUT_S)
+    return env_seconds(ENV_DIST_PG_TIMEOUT, DEFAULT_PG_TIMEOUT_S)
 
 
 def share_devices() -> bool:
     """``PYTEST_DEVCAPS_DIST_SHARE_DEVICES``: several ranks may share one accelerator."""
-    return env_flag(SHARE_VARIABLE, False)
+    return env_flag(ENV_DIST_SHARE_DEVICES, False)
 
 
 def reuse_worlds() -> bool:
     """``PYTEST_DEVCAPS_DIST_REUSE`` (default on): keep worlds alive between ``distributed.run`` calls."""
-    return env_flag(REUSE_VARIABLE, True)
+    return env_flag(ENV_DIST_REUSE, True)
 
 
 def world_size(value: object, who: str = "distributed.run") -> int:

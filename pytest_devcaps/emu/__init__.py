@@ -11,15 +11,18 @@ does nothing: installing pytest-devcaps never changes torch for anyone else.
 This package is also the worked example of "bring up your backend" (README): the autoload
 function is what a vendor's package registers for torch, :mod:`pytest_devcaps.emu.adapter` is
 the backend adapter it gives pytest-devcaps, :mod:`pytest_devcaps.emu.vendor_hooks` the hook that
-registers it. Importing this module imports nothing else (torch's import runs the autoload).
+registers it. Importing this module imports only the environment-variable table (standard
+library; torch's import runs the autoload).
 """
 
 from __future__ import annotations
 
+from pytest_devcaps._util.environ import ENV_EMU_DEVICES
+
 #: The device type PrivateUse1 is renamed to.
 NAME = "emu"
 #: How many emu devices each process has (unset or empty: the backend is not loaded at all).
-DEVICES_ENV = "PYTEST_DEVCAPS_EMU_DEVICES"
+DEVICES_ENV = ENV_EMU_DEVICES
 #: Which of them this process sees, renumbered from 0 (CUDA_VISIBLE_DEVICES' rules, indices only).
 VISIBLE_ENV = "EMU_VISIBLE_DEVICES"
 #: At most this many (torch's DeviceIndex is an int8).

@@ -21,14 +21,14 @@ def command_emu(args: argparse.Namespace) -> int:
     """Build (or find) the library and print its path; a build problem is a DevcapsError."""
     import torch
 
-    from pytest_devcaps.emu import DEVICES_ENV
+    from pytest_devcaps._util.environ import ENV_EMU_DEVICES
     from pytest_devcaps.emu.extension import ensure_built
 
     path, took = ensure_built(str(torch.__version__))
     if took is None:
         print(f"devcaps emu: already built: {path}", file=sys.stderr)
     print(path)
-    if not os.environ.get(DEVICES_ENV, "").strip():
-        print(f"devcaps emu: set {DEVICES_ENV}=N to give every process N emu devices",
+    if not os.environ.get(ENV_EMU_DEVICES, "").strip():
+        print(f"devcaps emu: set {ENV_EMU_DEVICES}=N to give every process N emu devices",
               file=sys.stderr)
     return 0

@@ -22,10 +22,12 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+from pytest_devcaps._util.environ import ENV_CACHE_DIR, ENV_EMU_CACHE_DIR
 from pytest_devcaps.errors import DevcapsError
 
 #: Where builds go when set (tests keep one build while each session gets fresh probe caches).
-CACHE_ENV = "PYTEST_DEVCAPS_EMU_CACHE_DIR"
+#: The earlier name of the constant (the table in ``_util.environ`` is the source).
+CACHE_ENV = ENV_EMU_CACHE_DIR
 #: The extension's name: the library is ``<build folder>/devcaps_emu.so``.
 EXTENSION = "devcaps_emu"
 SOURCES = tuple(Path(__file__).resolve().parent / "csrc" / name
@@ -53,7 +55,7 @@ def build_root() -> Path:
     """``$PYTEST_DEVCAPS_EMU_CACHE_DIR``, else ``emu/`` in the devcaps cache."""
     from pytest_devcaps._util.files import default_cache_dir
 
-    explicit = os.environ.get(CACHE_ENV, "").strip()
+    explicit = os.environ.get(ENV_EMU_CACHE_DIR, "").strip()
     return Path(explicit) if explicit else default_cache_dir() / "emu"
 
 
@@ -88,7 +90,7 @@ def trusted_library(path: Path) -> Path | None:
         problem = untrusted(item.stat())
         if problem is not None:
             raise EmuBuildError(f"refusing to load {path}: {item} is {problem}; remove it or "
-                                f"set PYTEST_DEVCAPS_CACHE_DIR to a folder of your own")
+                                f"set {ENV_CACHE_DIR} to a folder of your own")
     return path
 
 

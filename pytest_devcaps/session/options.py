@@ -24,20 +24,23 @@ from pytest_devcaps._util.durations import (
     check_probe_timeout,
     parse_seconds,
 )
+from pytest_devcaps._util.environ import (
+    ENV_DEVICES,
+    ENV_EXCEPT,
+    ENV_HARDWARE,
+    ENV_HARDWARE_READING,
+    ENV_OVERRIDES,
+    ENV_PROBE_TIMEOUT,
+    ENV_PROFILE,
+    ENV_REQUIRE,
+    check_names,
+)
 
 if TYPE_CHECKING:  # loaded where used: every pytest session resolves these options
     from pytest_devcaps.registry.inputs import CapabilitySetting, RegistryOptions
 
-ENV_DEVICES = "PYTEST_DEVCAPS_DEVICES"
-ENV_EXCEPT = "PYTEST_DEVCAPS_EXCEPT"
-ENV_OVERRIDES = "PYTEST_DEVCAPS_OVERRIDES"
-ENV_PROFILE = "PYTEST_DEVCAPS_PROFILE"
-ENV_REQUIRE = "PYTEST_DEVCAPS_REQUIRE"
-ENV_PROBE_TIMEOUT = "PYTEST_DEVCAPS_PROBE_TIMEOUT"
 DEFAULT_RANK_TIMEOUT = 300.0
 """Seconds the ranks of a launched world wait for each other (collection, results)."""
-ENV_HARDWARE = "PYTEST_DEVCAPS_HARDWARE"
-ENV_HARDWARE_READING = "PYTEST_DEVCAPS_HARDWARE_READING"
 #: How a declared hardware class is read: ``devcaps`` (the class decides where a test runs: an
 #: ``accelerator`` test skips on the CPU) or ``pytorch`` (PyTorch's reviewers' reading: the class
 #: only labels and selects, an ``ACCELERATOR`` class may also run on the CPU).
@@ -366,9 +369,11 @@ def _env(environ: Mapping[str, str], name: str) -> Setting:
 
 def environment_settings(environ: Mapping[str, str] | None = None) -> EnvironmentSettings:
     """Read and check every ``PYTEST_DEVCAPS_*`` variable of :data:`ENVIRONMENT_VARIABLES`:
-    lists that name nothing, override files that are not regular files and bad timeouts raise
+    a set ``PYTEST_DEVCAPS_*`` name that pytest-devcaps does not read (a typo), lists that name
+    nothing, override files that are not regular files and bad timeouts raise
     :class:`ConfigError` naming the variable. The one reading for pytest and unittest."""
     env = os.environ if environ is None else environ
+    check_names(env)
     overrides = _env(env, ENV_OVERRIDES)
     paths = tuple(Path(p) for p in (overrides.value or "").split(os.pathsep) if p)
     _check_override_files(Setting(paths, overrides.source))

@@ -14,26 +14,25 @@ import torch
 import torch._dynamo
 from torch._dynamo.utils import counters
 
-from pytest_devcaps._util.environ import lookup
+from pytest_devcaps._util.environ import ENV_DYNAMO_CACHE, ENV_DYNAMO_ORDER, lookup
 from pytest_devcaps._util.files import default_cache_dir
 from pytest_devcaps.errors import ConfigError
 from pytest_devcaps.suites.dynamo.inductor_cache import (
-    CACHE_VARIABLE,
     INDUCTOR_VARIABLE,
     cache_mode,
     choose_cache_dir,
 )
-from pytest_devcaps.suites.dynamo.ordering import ORDER_VARIABLE, reorder
+from pytest_devcaps.suites.dynamo.ordering import reorder
 
 SUITE_DIR = Path(__file__).resolve().parent
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     try:
-        order = lookup(ORDER_VARIABLE)
+        order = lookup(ENV_DYNAMO_ORDER)
         if order is not None:
             reorder(items, SUITE_DIR, order.value, order.variable)
-        mode = lookup(CACHE_VARIABLE)
+        mode = lookup(ENV_DYNAMO_CACHE)
         if mode is not None:
             cache_mode(mode.value, mode.variable)
     except (ValueError, ConfigError) as error:

@@ -21,15 +21,16 @@ import stat
 from pathlib import Path
 from typing import Mapping
 
-from pytest_devcaps._util.environ import lookup
+from pytest_devcaps._util.environ import ENV_DYNAMO_CACHE, lookup
 from pytest_devcaps._util.files import untrusted
 
-CACHE_VARIABLE = "PYTEST_DEVCAPS_DYNAMO_CACHE"
+#: The earlier name of the constant (the table in ``_util.environ`` is the source).
+CACHE_VARIABLE = ENV_DYNAMO_CACHE
 INDUCTOR_VARIABLE = "TORCHINDUCTOR_CACHE_DIR"
 MODES = ("shared", "fresh")
 
 
-def cache_mode(value: str, variable: str = CACHE_VARIABLE) -> str:
+def cache_mode(value: str, variable: str = ENV_DYNAMO_CACHE) -> str:
     """``shared`` (also for unset/empty) or ``fresh``; ValueError naming ``variable`` (the name
     the value was set under) otherwise."""
     text = value.strip().lower() or "shared"
@@ -56,7 +57,7 @@ def prepare_shared(path: Path) -> Path:
     if problem:
         raise ValueError(f"the shared Inductor cache {path} {problem}; Inductor would load "
                          f"compiled code from it. Fix the directory, or run with "
-                         f"{CACHE_VARIABLE}=fresh")
+                         f"{ENV_DYNAMO_CACHE}=fresh")
     return path
 
 
@@ -65,7 +66,7 @@ def choose_cache_dir(environ: Mapping[str, str], run_dir: Path, devcaps_cache_di
     """The directory for ``TORCHINDUCTOR_CACHE_DIR``: ``run_dir/inductor-cache`` when fresh,
     else the user's ``TORCHINDUCTOR_CACHE_DIR``, else the shared one (created and checked).
     ValueError for a bad mode or an unsafe shared directory."""
-    found = lookup(CACHE_VARIABLE, environ)
+    found = lookup(ENV_DYNAMO_CACHE, environ)
     if found is not None and cache_mode(found.value, found.variable) == "fresh":
         cache = run_dir / "inductor-cache"
         cache.mkdir(parents=True, exist_ok=True)

@@ -15,10 +15,13 @@ from typing import Sequence
 
 import pytest
 
-ORDER_VARIABLE = "PYTEST_DEVCAPS_DYNAMO_ORDER"
+from pytest_devcaps._util.environ import ENV_DYNAMO_ORDER
+
+#: The earlier name of the constant (the table in ``_util.environ`` is the source).
+ORDER_VARIABLE = ENV_DYNAMO_ORDER
 
 
-def parse_order(value: str, variable: str = ORDER_VARIABLE) -> tuple[str, int | None]:
+def parse_order(value: str, variable: str = ENV_DYNAMO_ORDER) -> tuple[str, int | None]:
     """``("keep", None)``, ``("reversed", None)`` or ``("shuffle", seed)``; ValueError naming
     ``variable`` (the name the value was set under) otherwise."""
     text = value.strip().lower()
@@ -33,7 +36,7 @@ def parse_order(value: str, variable: str = ORDER_VARIABLE) -> tuple[str, int | 
 
 
 def reorder(items: list[pytest.Item], suite_dir: Path, value: str,
-            variable: str = ORDER_VARIABLE) -> None:
+            variable: str = ENV_DYNAMO_ORDER) -> None:
     """Reorder, in place, the items collected from ``suite_dir``; other items keep their slots."""
     kind, seed = parse_order(value, variable)
     if kind == "keep":
