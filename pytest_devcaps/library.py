@@ -24,9 +24,11 @@ _installed: list[RegistrySource] = []
 
 @functools.lru_cache(maxsize=1)
 def _built_default() -> CapabilityRegistry:
+    from pytest_devcaps._util.environ import check_names
     from pytest_devcaps.hookspecs import vendor_hooks
     from pytest_devcaps.registry import build_registry
 
+    check_names()  # a misspelt PYTEST_DEVCAPS_* variable is refused here as in pytest and the CLI
     return build_registry(hook=vendor_hooks())
 
 

@@ -123,6 +123,20 @@ def test_the_devcaps_command_refuses_a_typo_before_any_work(
     assert (captured.out, captured.err) == ("", f"devcaps: error: {MESSAGE}\n")
 
 
+def test_library_code_outside_pytest_refuses_a_typo(clean_env: pytest.MonkeyPatch) -> None:
+    """``library.default_registry()`` outside any session checks the names as pytest does."""
+    from pytest_devcaps import library
+    from pytest_devcaps.errors import ConfigError
+
+    clean_env.setenv(TYPO, "cuda")
+    library._built_default.cache_clear()
+    try:
+        with pytest.raises(ConfigError, match="did you mean 'PYTEST_DEVCAPS_HARDWARE'"):
+            library._built_default()
+    finally:
+        library._built_default.cache_clear()
+
+
 def test_the_unittest_bridge_errors_every_test_on_a_typo(
         pytester: pytest.Pytester, clean_env: pytest.MonkeyPatch) -> None:
     pytester.makepyfile(test_bridge="""
