@@ -79,7 +79,7 @@ def test_skip_unless_reads_the_other_way() -> None:
 
 
 @pytest.mark.parametrize(("condition", "why"), [
-    ("not SM100OrLater", "gates Blackwell features"),
+    ("not SM100OrLater", "what the rules tie to sm_100: dtype.fp4_e2m1, mm.scaled_mx"),
     ("TEST_WITH_ROCM", "no mark expresses an exclusion"),
     ("not torch.cuda.is_available() or IS_WINDOWS", "'IS_WINDOWS' is not a device condition"),
     ("not (is_sm_at_least_89() or is_MI300())", "no single mark"),

@@ -5,6 +5,7 @@ marks and ``torch.accelerator``.
 Modules, one job each:
 
 - ``rules``      the rule table: patterns -> rule code, message, capability, replacement
+- ``smlevels``   what an SM-level gate stands for, from the catalogue's nvidia rules
 - ``model``      records: Span, Finding, Need, the edit kinds, Analysis
 - ``source``     files in: paths, decoding, spans in characters, ``# devcaps: allow`` pragmas
 - ``gates``      gate atoms in conditions and the need of a whole condition

@@ -5,23 +5,34 @@ the capability a gate protects and the replacement ``--fix`` writes. Data only; 
 Capability names appear in this module only (``tests/test_lint_rules.py`` checks that each one
 exists in the shipped catalogue), so renaming a capability is a one-line change here.
 
-Where a gate's meaning comes from: PyTorch's ``torch/testing/_internal/common_cuda.py``
-(``SM*OrLater``, ``IS_SM*``, ``PLATFORM_SUPPORTS_*``: FP8 is ``SM90OrLater or capability ==
-(8, 9)`` or gfx94/gfx95/gfx120; flash attention is sm_80+; bf16 is sm_80+; MX GEMM is sm_100+),
-``common_distributed.py`` (``skip_if_lt_x_gpu``, ``requires_nccl``), ``inductor_utils.py``
-(``HAS_GPU``, ``GPU_TYPE``, ``requires_gpu``), ``common_device_type.py`` (``onlyCUDA``,
-``skipCUDAIf``, ``dtypesIfCUDA``, ``largeTensorTest``); torchao's ``torchao/utils.py``
-(``is_sm_at_least_89/90/100``, ``is_MI300``, ``is_ROCM``); transformers' ``testing_utils.py``
-and accelerate's ``test_utils/testing.py`` (``require_torch_gpu``, ``require_torch_multi_gpu``,
-``require_cuda``, ``require_multi_gpu``, ``require_fp8``).
+Where a gate's meaning comes from: an NVIDIA SM-level gate (``SM*OrLater``,
+``is_sm_at_least_*()``, ``get_device_capability() >= (major, minor)``) is read from the
+catalogue's nvidia rules (:mod:`pytest_devcaps.lint.smlevels`: which capabilities the rules tie
+to the level, which of them the test's code names, and ``native``); this table keeps only what
+the rules cannot say: which names in a test's code stand for which capability (``SM_USES``,
+``PLATFORM_SUPPORTS``: ``PLATFORM_SUPPORTS_FLASH_ATTENTION`` is ``attention.flash`` by name,
+the hardware behind it is the rules' business), rule codes and messages. The names are
+PyTorch's ``torch/testing/_internal/common_cuda.py`` (``SM*OrLater``, ``IS_SM*``,
+``PLATFORM_SUPPORTS_*``), ``common_distributed.py`` (``skip_if_lt_x_gpu``, ``requires_nccl``),
+``inductor_utils.py`` (``HAS_GPU``, ``GPU_TYPE``, ``requires_gpu``), ``common_device_type.py``
+(``onlyCUDA``, ``skipCUDAIf``, ``dtypesIfCUDA``, ``largeTensorTest``); torchao's
+``torchao/utils.py`` (``is_sm_at_least_89/90/100``, ``is_MI300``, ``is_ROCM``); transformers'
+``testing_utils.py`` and accelerate's ``test_utils/testing.py`` (``require_torch_gpu``,
+``require_torch_multi_gpu``, ``require_cuda``, ``require_multi_gpu``, ``require_fp8``).
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
+from pytest_devcaps.lint import smlevels
 from pytest_devcaps.lint.records import Hardware, Need
+
+if TYPE_CHECKING:
+    from pytest_devcaps.config.catalogue import Catalogue
 
 # ------------------------------------------------------------------------------------------
 # Rule codes
@@ -102,16 +113,21 @@ ACCELERATOR_AVAILABLE = "torch.accelerator.is_available()"
 
 @dataclass(frozen=True)
 class ByUse:
-    """A need chosen by what the gated test uses (identifiers, attribute names, short strings)."""
+    """A need chosen by what the gated test uses (identifiers, attribute names, short strings);
+    ``group`` and ``rank`` matter in a ``union`` gate only."""
 
     names: frozenset[str]
     need: Need
+    group: int = 0
+    rank: int = 0
 
 
 @dataclass(frozen=True)
 class Gate:
-    """What a gate means when it holds. ``by_use`` picks the capability from the test's code
-    (first match; all matches when ``union``); ``need`` is used when nothing matches."""
+    """What a gate means when it holds. ``by_use`` picks the capability from the test's code:
+    the first match; when ``union``, the first match of each ``group``, of those the ones of
+    the highest ``rank``, all of them (a top rank below ``floor`` gives way to ``need``).
+    ``need`` is used when nothing matches."""
 
     code: str
     label: str
@@ -120,15 +136,23 @@ class Gate:
     by_use: tuple[ByUse, ...] = ()
     union: bool = False
     hardware: Hardware | None = "accelerator"
+    floor: int = 0
 
     def resolve(self, used: frozenset[str]) -> Need:
-        matched = [b.need for b in self.by_use if b.names & used]
+        matched = [b for b in self.by_use if b.names & used]
         if not matched:
             return self.need
         if not self.union:
-            return matched[0]
-        result = matched[0]
-        for need in matched[1:]:
+            return matched[0].need
+        firsts: dict[int, ByUse] = {}
+        for entry in matched:
+            firsts.setdefault(entry.group, entry)
+        top = max(entry.rank for entry in firsts.values())
+        if top < self.floor:
+            return self.need
+        chosen = [entry.need for entry in firsts.values() if entry.rank == top]
+        result = chosen[0]
+        for need in chosen[1:]:
             result = result & need
         return result
 
@@ -165,58 +189,89 @@ FP8_BY_USE = (
     ByUse(FNUZ_NAMES, _any("dtype.fp8_e4m3fn", "dtype.fp8_e4m3fnuz")),
     ByUse(FP8_NAMES, _caps("dtype.fp8_e4m3fn")),
 )
-# An arch gate means the hardware does fp8: emulation (a CPU) does not count (native=True).
-FP8_NATIVE_BY_USE = tuple(ByUse(b.names, replace(b.need, native=True)) for b in FP8_BY_USE)
-SM80_BY_USE = (
-    ByUse(frozenset({"scaled_dot_product_attention", "sdpa_kernel", "SDPBackend", "FLASH_ATTENTION",
-                     "flash_attention"}), _caps("attention.flash")),
-    ByUse(frozenset({"allow_tf32", "tf32", "fp32_precision", "set_float32_matmul_precision"}),
-          _caps("dtype.tf32")),
-    ByUse(frozenset({"bfloat16", "bf16"}), _caps("dtype.bf16")),
-)
-SM70_BY_USE = (
-    ByUse(frozenset({"triton", "jit"}), _caps("compile.triton")),
-    ByUse(frozenset({"compile", "inductor"}), _caps("compile.inductor")),
-)
 FP8_USE = "requires_capability('dtype.fp8_e4m3fn'), or 'mm.scaled' / 'mm.scaled_rowwise' for scaled matmuls"
 MX_NAMES = frozenset({"to_mx", "MXTensor", "MXLinear", "mx_mm", "nvfp4", "NVFP4Tensor", "mxfp8", "mxfp4",
                       "float4_e2m1fn_x2", "float8_e8m0fnu", "e8m0", "MXLinearConfig", "ScaledMMConfig"})
 GROUPED_NAMES = frozenset({"_grouped_mm", "grouped_mm", "_scaled_grouped_mm", "grouped_gemm"})
-# Blackwell (sm_100+) gates guard block-scaled (MX/NVFP4) and grouped GEMMs in practice.
-SM100_BY_USE = (
-    ByUse(GROUPED_NAMES & frozenset({"_scaled_grouped_mm"}), _caps("mm.grouped", "mm.scaled")),
-    ByUse(MX_NAMES, _caps("mm.scaled_mx")),
-    ByUse(GROUPED_NAMES, _caps("mm.grouped")),
+# What names in a gated test's code stand for, one table per feature (in a table the first match
+# counts): lint knowledge about names. Which tables an SM-level gate may use, and which match
+# wins, is the catalogue's nvidia rules' (smlevels): an entry counts at a level only when the
+# rules make all its capabilities depend on the SM level there.
+SM_USES: tuple[tuple[ByUse, ...], ...] = (
+    (ByUse(GROUPED_NAMES & frozenset({"_scaled_grouped_mm"}), _caps("mm.grouped", "mm.scaled")),
+     ByUse(MX_NAMES, _caps("mm.scaled_mx")),
+     ByUse(GROUPED_NAMES, _caps("mm.grouped"))),
+    FP8_BY_USE,
+    (ByUse(frozenset({"scaled_dot_product_attention", "sdpa_kernel", "SDPBackend", "FLASH_ATTENTION",
+                      "flash_attention"}), _caps("attention.flash")),),
+    (ByUse(frozenset({"allow_tf32", "tf32", "fp32_precision", "set_float32_matmul_precision"}),
+           _caps("dtype.tf32")),),
+    (ByUse(frozenset({"bfloat16", "bf16"}), _caps("dtype.bf16")),),
+    (ByUse(frozenset({"triton", "jit"}), _caps("compile.triton")),
+     ByUse(frozenset({"compile", "inductor"}), _caps("compile.inductor"))),
 )
+# What a bare SM-level gate (the test's code names nothing the rules tie to the gate's step) is
+# read as: the first of these among the step's candidates. The rules tie 8.9 to fp8 alone and
+# 5.3 to fp16 alone; which member of that family a bare gate means is a choice of name.
+SM_SILENT_DEFAULTS = ("dtype.fp8_e4m3fn", "dtype.fp16")
+# A hardware gate on these asks for the hardware (``native=True``) where some vendor's rules
+# answer "emulated" (the fact, from the catalogue: a CPU upcasting fp8 to fp32). That fp8
+# emulation does not stand in for the fp8 hardware a test was gated on is a reading of the
+# tests, not a rule fact; bf16/fp16 emulation computes the same numbers, so those gates keep
+# running on it.
+NATIVE_WHEN_GATED = frozenset({"dtype.fp8_e4m3fn", "dtype.fp8_e5m2", "dtype.fp8_e4m3fnuz",
+                               "dtype.fp8_e5m2fnuz", "mm.scaled", "mm.scaled_rowwise"})
 
 
-def sm_gate(level: int) -> Gate:
+def sm_gate(level: int, source: Catalogue | None = None) -> Gate:
     """``SM<level>OrLater`` / ``is_sm_at_least_<level>()`` / ``get_device_capability() >= ...``
-    (level = 10 * major + minor)."""
+    (level = 10 * major + minor), read from ``source``'s nvidia rules (the shipped catalogue,
+    loaded on the first call, by default): see :mod:`pytest_devcaps.lint.smlevels`."""
+    return _sm_gate(level, smlevels.catalogue() if source is None else source)
+
+
+@functools.lru_cache(maxsize=256)
+def _sm_gate(level: int, source: Catalogue) -> Gate:
+    view = smlevels.sm_level(level, source)
+    native = view.native & NATIVE_WHEN_GATED
     label = f"sm_{level}+"
-    if level >= 100:
-        return Gate("DC006", label, _blocked(
-            f"{label} gates Blackwell features; name what the test needs (mm.scaled_mx for MX/NVFP4 "
-            "matmuls, mm.grouped for grouped GEMMs)", "nvidia"),
-            "requires_capability('mm.scaled_mx' | 'mm.grouped')", by_use=SM100_BY_USE)
-    if level >= 89:
-        default = (replace(_caps("dtype.fp8_e4m3fn"), native=True) if level < 90 else _blocked(
-            f"{label} gates Hopper features with no capability (TMA, wgmma) unless the test uses fp8",
-            "nvidia"))
-        return Gate("DC006", label, default, FP8_USE, by_use=FP8_NATIVE_BY_USE)
-    if level >= 80:
-        return Gate("DC006", label, _blocked(
-            f"{label}: name what the test needs (dtype.bf16, dtype.tf32, attention.flash)", "nvidia"),
-            "requires_capability('dtype.bf16' | 'dtype.tf32' | 'attention.flash')",
-            by_use=SM80_BY_USE, union=True)
-    if level >= 70:
-        return Gate("DC006", label, _blocked(f"{label}: name what the test needs (compile.triton)",
-                                             "nvidia"), "requires_capability('compile.triton')",
-                    by_use=SM70_BY_USE)
-    if level >= 53:
-        return Gate("DC006", label, _caps("dtype.fp16"), "requires_capability('dtype.fp16')")
-    return Gate("DC006", label, _blocked(f"{label}: no capability names it", "nvidia"),
-                "a capability for what the test needs", hardware="nvidia")
+    by_use = tuple(ranked for group, table in enumerate(SM_USES) for entry in table
+                   if (ranked := _ranked(entry, group, view, native)) is not None)
+    if not view.candidates:
+        return Gate("DC006", label, _blocked(f"{label}: no capability names it", "nvidia"),
+                    "a capability for what the test needs", by_use, union=True, hardware="nvidia")
+    use = "requires_capability(" + " | ".join(f"'{c}'" for c in view.candidates) + ")"
+    previous = sorted(c for c, rise in view.gated.items() if rise == view.previous)
+    below = f"; the step below, sm_{view.previous}: {', '.join(previous)}" if previous else ""
+    default = next((c for c in SM_SILENT_DEFAULTS if c in view.candidates), None)
+    if default is not None:
+        return Gate("DC006", label, native_where_emulable(_caps(default), native), use, by_use,
+                    union=True, floor=view.step or 0)
+    return Gate("DC006", label, _blocked(
+        f"{label}: name what the test needs (what the rules tie to sm_{view.step}: "
+        f"{', '.join(view.candidates)}{below}; a feature no capability names keeps the gate)", "nvidia"),
+        use + "".join(f", or one step below: requires_capability({' | '.join(repr(c) for c in previous)})"
+                      for _ in previous[:1]), by_use, union=True, floor=view.previous or 0)
+
+
+def _ranked(entry: ByUse, group: int, view: smlevels.SmLevel, native: frozenset[str]) -> ByUse | None:
+    """``entry`` if the rules make its capabilities depend on ``view``'s level (of an
+    ``any_of``, one member is enough), ranked by the highest rise among them."""
+    need = entry.need
+    if not all(c in view.gated for c in need.capabilities) or \
+            not all(any(c in view.gated for c in options) for options in need.any_of):
+        return None
+    rank = max(view.gated[c] for c in (*need.capabilities, *(c for o in need.any_of for c in o))
+               if c in view.gated)
+    return ByUse(entry.names, native_where_emulable(need, native), group, rank)
+
+
+def native_where_emulable(need: Need, emulable: frozenset[str]) -> Need:
+    """``need`` with ``native=True`` when one of its capabilities is in ``emulable`` (what some
+    vendor emulates, of :data:`NATIVE_WHEN_GATED`): a hardware gate said "the hardware does
+    it", which the capability alone does not say."""
+    names = {*need.capabilities, *(c for options in need.any_of for c in options)}
+    return replace(need, native=True) if names & emulable else need
 
 
 def exact_arch_gate(label: str, vendor: Hardware) -> Gate:
@@ -227,7 +282,10 @@ def exact_arch_gate(label: str, vendor: Hardware) -> Gate:
                 "override file for the model", hardware=vendor)
 
 
-# PyTorch's common_cuda.PLATFORM_SUPPORTS_<suffix> flags.
+# PyTorch's common_cuda.PLATFORM_SUPPORTS_<suffix> flags: the capability each one names (a
+# name mapping); ``native`` is added from the rules when read (platform_gate): every flag is a
+# hardware check (common_cuda evaluates it from the SM level / gfx arch), so where a vendor can
+# emulate the capability, emulation is not what the flag said.
 PLATFORM_SUPPORTS: dict[str, Gate] = {
     "FLASH_ATTENTION": Gate("DC006", "flash attention", _caps("attention.flash"),
                             "requires_capability('attention.flash')"),
@@ -241,8 +299,7 @@ PLATFORM_SUPPORTS: dict[str, Gate] = {
                             "requires_capability(any_of=['attention.flash', 'attention.mem_efficient', "
                             "'attention.cudnn'])"),
     "BF16": Gate("DC006", "bf16", _caps("dtype.bf16"), "requires_capability('dtype.bf16')"),
-    "FP8": Gate("DC006", "fp8", replace(_caps("dtype.fp8_e4m3fn"), native=True), FP8_USE,
-                by_use=FP8_NATIVE_BY_USE),
+    "FP8": Gate("DC006", "fp8", _caps("dtype.fp8_e4m3fn"), FP8_USE, by_use=FP8_BY_USE),
     "MX_GEMM": Gate("DC006", "MX-format scaled matmul", _caps("mm.scaled_mx"),
                     "requires_capability('mm.scaled_mx')"),
     "FP8_GROUPED_GEMM": Gate("DC006", "fp8 grouped GEMM", _caps("mm.grouped", "mm.scaled"),
@@ -255,11 +312,18 @@ PLATFORM_SUPPORTS: dict[str, Gate] = {
 def platform_gate(suffix: str) -> Gate:
     known = PLATFORM_SUPPORTS.get(suffix)
     if known is not None:
-        return known
+        return _platform_gate(known, smlevels.emulable(smlevels.catalogue()) & NATIVE_WHEN_GATED)
     label = f"PLATFORM_SUPPORTS_{suffix}"
     return Gate("DC006", label, _blocked(f"{label}: the catalogue has no capability for it yet",
                                          "cuda"),
                 "a capability once the catalogue has one; until then keep the gate", hardware="cuda")
+
+
+@functools.lru_cache(maxsize=64)
+def _platform_gate(gate: Gate, emulable: frozenset[str]) -> Gate:
+    return replace(gate, need=native_where_emulable(gate.need, emulable),
+                   by_use=tuple(replace(b, need=native_where_emulable(b.need, emulable))
+                                for b in gate.by_use))
 
 
 AVAILABILITY_USE = ("the device fixture (the test runs on every device), torch.accelerator.is_available(), "
@@ -532,6 +596,7 @@ def capability_names() -> set[str]:
     """Every capability this table names (each must exist in the shipped catalogue)."""
     gates: list[Gate] = [*GATE_NAMES.values(), *GATE_CALLS.values(), *PLATFORM_SUPPORTS.values(),
                          *(d.gate for d in DECORATORS.values()), *(sm_gate(level) for level in range(50, 130))]
+    gates += [g for table in SM_USES for g in (Gate("DC006", "", Need(), "", table),)]
     needs = [n for g in gates for n in (g.need, *(b.need for b in g.by_use))]
     names = {c for n in needs for c in (*n.capabilities, *(c for group in n.any_of for c in group))}
     names |= {c.capability for c in (*CUDA_CALLS.values(), DEFAULT_CUDA_CALL) if c.capability}
