@@ -241,6 +241,10 @@ def cuda_amp(host: Host, node: ast.Call, name: str) -> None:
                *host.param_edits(context))
 
 
+def _literal_index(arg: ast.expr) -> bool:
+    return isinstance(arg, ast.Constant) and type(arg.value) is int
+
+
 def move(host: Host, node: ast.Call) -> None:
     """``x.cuda()``, ``x.cuda(0)``, ``x.cuda(rank)``, ``x.cuda(non_blocking=True)`` (reported
     where ``cuda`` is written: a chain spans lines)."""
@@ -256,14 +260,16 @@ def move(host: Host, node: ast.Call) -> None:
     if any(k.arg == "device" for k in node.keywords) or len(node.args) > 1:
         _unfixed(host, item, "an unusual .cuda() call")
         return
+    target = device
     if not node.args:
         edit = EditCall(span, method="to", prepend=(device,))
-    elif _device_args_only(node):
+    elif _device_args_only(node) and not (context.source and _literal_index(node.args[0])):
         edit = EditCall(span, method="to", args=(device,))
-    else:
-        index = host.source.segment(node.args[0])
-        edit = EditCall(span, method="to", args=(f"torch.device({context.expr('type')}, {index})",))
-    item.fixed(f"replaced by .to({device})", edit, *host.param_edits(context))
+    else:  # an index; without a fixture (device_type, self.device_type) ``.cuda(0)`` keeps it:
+        # in a rank that called set_device(rank), device 0 is not the current device
+        target = f"torch.device({context.expr('type')}, {host.source.segment(node.args[0])})"
+        edit = EditCall(span, method="to", args=(target,))
+    item.fixed(f"replaced by .to({target})", edit, *host.param_edits(context))
 
 
 def device_call(host: Host, node: ast.Call) -> bool:

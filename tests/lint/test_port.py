@@ -48,6 +48,9 @@ def method(line: str, gate: str = "") -> str:
     ("torch.cuda.manual_seed(0)", "torch.manual_seed(0)"),
     ("torch.cuda.Event()", "torch.Event()"),
     ("torch.ones(2).cuda()", "torch.ones(2).to(device_type)"),
+    # device 0, not the current device (a rank that called set_device(rank) is on another)
+    ("torch.ones(2).cuda(0)", "torch.ones(2).to(torch.device(device_type, 0))"),
+    ("torch.ones(2).cuda(rank)", "torch.ones(2).to(torch.device(device_type, rank))"),
     ('torch.ones(2, device="cuda")', "torch.ones(2, device=device_type)"),
     ('torch.ones(2, device=f"cuda:{rank}")', 'torch.ones(2, device=f"{device_type}:{rank}")'),
     ("torch.cuda.amp.autocast()", "torch.autocast(device_type)"),
@@ -93,6 +96,15 @@ def test_device_type_class_uses_its_device_and_device_type() -> None:
     out = fix(src)
     assert 'torch.ones(1, device=device)' in out and "torch.autocast(self.device_type)" in out
     assert "torch.ones(1).to(self.device_type)" in out and DEVICE_TYPE not in out
+
+
+def test_cuda_zero_keeps_its_index_without_a_fixture_and_takes_the_test_device_with_one() -> None:
+    """``.cuda(0)`` is device 0: with only a device type at hand it stays index 0; a pytest test
+    with the device fixture runs on its own device, which is what ``.cuda(0)`` chose before."""
+    testcase = fix(method("x = torch.ones(2).cuda(0)"))
+    assert "torch.ones(2).to(torch.device(device_type, 0))" in testcase
+    pytest_style = fix("import torch\n\n\ndef test_a(device):\n    x = torch.ones(2).cuda(0)\n")
+    assert "torch.ones(2).to(device)" in pytest_style
 
 
 def test_only_for_cuda_becomes_except_for_cpu_and_says_it_widens() -> None:
