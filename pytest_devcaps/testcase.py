@@ -76,13 +76,16 @@ def _registry(env: EnvironmentSettings | None = None) -> CapabilityRegistry:
 
 @functools.lru_cache(maxsize=4)
 def _env_registry(overrides: tuple[str, ...], timeout: float | None) -> CapabilityRegistry:
+    from pytest_devcaps.hookspecs import vendor_hooks
     from pytest_devcaps.library import install_default_registry
     from pytest_devcaps.registry import RegistryOptions, build_registry
     from pytest_devcaps._util.durations import DEFAULT_PROBE_TIMEOUT
 
     options = RegistryOptions(overrides=overrides, probe_timeout=(
         DEFAULT_PROBE_TIMEOUT if timeout is None else timeout))
-    registry = build_registry(options)
+    # the vendor plugins load here as for the CLI and library code: an out-of-tree backend is
+    # seen everywhere or nowhere, whatever the environment sets
+    registry = build_registry(options, hook=vendor_hooks())
     install_default_registry(registry)
     return registry
 

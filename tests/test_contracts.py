@@ -256,6 +256,28 @@ def test_library_code_sees_the_vendor_plugins_the_cli_sees(vendor_dist: Path,
     assert "acme_vendor" in [impl.plugin_name for impl in cli]  # beside any other installed (devcaps-emu)
 
 
+def test_the_unittest_bridge_sees_the_vendor_plugins_with_its_environment_set(
+        vendor_dist: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """PYTEST_DEVCAPS_PROBE_TIMEOUT / _OVERRIDES make the bridge build its own registry: the
+    vendor plugins are loaded into it too."""
+    from pytest_devcaps import library, testcase
+    from pytest_devcaps._util.current_test import PYTEST_TEST
+    from pytest_devcaps._util.environ import ENV_PROBE_TIMEOUT
+    from pytest_devcaps.session.options import environment_settings
+
+    monkeypatch.setattr(library, "_installed", [])  # outside a pytest session
+    monkeypatch.setenv(ENV_PROBE_TIMEOUT, "30")
+    testcase._env_registry.cache_clear()
+    outside = PYTEST_TEST.set(None)  # as under python -m unittest
+    try:
+        registry = testcase._registry(environment_settings())
+    finally:
+        PYTEST_TEST.reset(outside)
+        testcase._env_registry.cache_clear()
+    record = registry.record("acme.thing", "cpu")
+    assert (record.level, record.source, record.reason) == (Level.NATIVE, "hook:acme_vendor", "relabelled")
+
+
 def test_a_pytest_session_loads_the_same_vendor_plugins(vendor_dist: Path,
                                                         pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
