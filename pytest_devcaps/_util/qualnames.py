@@ -56,8 +56,9 @@ def source_file(fn: Callable[..., Any]) -> str | None:
 
 def resolve(target: str, file: str | None = None) -> Callable[..., Any]:
     """Import ``module:qualname``: the module by name, else (given ``file``) from that file
-    under the same module name. Raises ImportError, or :class:`NotImportableError` when the
-    name is missing or not callable."""
+    under the same module name. What the import raises propagates; :class:`NotImportableError`
+    when the target is malformed, the file cannot be loaded, or the name is missing or not
+    callable."""
     module_name, _, qualname = target.partition(":")
     if not module_name or not qualname:
         raise NotImportableError(f"{target!r} is not of the form module:qualname")
@@ -83,7 +84,7 @@ def _lookup(module: Any, qualname: str) -> Any:
 def _import_file(module_name: str, file: str) -> Any:
     spec = importlib.util.spec_from_file_location(module_name, file)
     if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {module_name} from {file}")
+        raise NotImportableError(f"cannot import {module_name} from {file}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     spec.loader.exec_module(module)

@@ -41,10 +41,10 @@ def pytest_devcaps_adjust_results(device: DeviceIdentity, records: Sequence[Capa
 
     if device.type != NAME:
         return None
-    from pytest_devcaps.model import Level
+    from pytest_devcaps.model import PROBE_SOURCE, Level
 
     return [dataclasses.replace(record, level=Level.EMULATED, source="hook:devcaps-emu",
                                 reason=f"{record.reason}; {EMULATED_REASON}")
             for record in records
-            if record.level is Level.NATIVE and record.source == "probe"
+            if record.level is Level.NATIVE and record.source == PROBE_SOURCE
             and record.capability.startswith(COMPUTE_PREFIXES)]

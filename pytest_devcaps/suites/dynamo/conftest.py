@@ -35,7 +35,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         mode = lookup(ENV_DYNAMO_CACHE)
         if mode is not None:
             cache_mode(mode.value, mode.variable)
-    except (ValueError, ConfigError) as error:
+    except ConfigError as error:
         raise pytest.UsageError(str(error)) from None
 
 
@@ -52,7 +52,7 @@ def inductor_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pat
     run_dir = basetemp.parent if os.environ.get("PYTEST_XDIST_WORKER") else basetemp
     try:
         cache = choose_cache_dir(os.environ, run_dir, default_cache_dir(), torch.__version__)
-    except (ValueError, ConfigError) as error:
+    except ConfigError as error:
         pytest.fail(str(error), pytrace=False)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(INDUCTOR_VARIABLE, str(cache))

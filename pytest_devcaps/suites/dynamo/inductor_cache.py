@@ -21,6 +21,7 @@ import stat
 from pathlib import Path
 from typing import Mapping
 
+from pytest_devcaps.errors import ConfigError
 from pytest_devcaps._util.environ import ENV_DYNAMO_CACHE, lookup
 from pytest_devcaps._util.files import untrusted
 
@@ -31,11 +32,11 @@ MODES = ("shared", "fresh")
 
 
 def cache_mode(value: str, variable: str = ENV_DYNAMO_CACHE) -> str:
-    """``shared`` (also for unset/empty) or ``fresh``; ValueError naming ``variable`` (the name
+    """``shared`` (also for unset/empty) or ``fresh``; ConfigError naming ``variable`` (the name
     the value was set under) otherwise."""
     text = value.strip().lower() or "shared"
     if text not in MODES:
-        raise ValueError(f"{variable}={value!r}: expected 'shared' (the default: one "
+        raise ConfigError(f"{variable}={value!r}: expected 'shared' (the default: one "
                          "persistent cache per torch version) or 'fresh' (a new one per run)")
     return text
 
@@ -47,7 +48,7 @@ def shared_cache_dir(devcaps_cache_dir: Path, torch_version: str) -> Path:
 
 def prepare_shared(path: Path) -> Path:
     """Create ``path`` (mode 0700) and check that it is safe to load compiled code from:
-    a directory owned by this user that neither group nor others may write. ValueError says
+    a directory owned by this user that neither group nor others may write. ConfigError says
     why not and what to do."""
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     info = path.lstat()
@@ -55,7 +56,7 @@ def prepare_shared(path: Path) -> Path:
     if problem is None and (trust := untrusted(info)) is not None:
         problem = f"is {trust}"
     if problem:
-        raise ValueError(f"the shared Inductor cache {path} {problem}; Inductor would load "
+        raise ConfigError(f"the shared Inductor cache {path} {problem}; Inductor would load "
                          f"compiled code from it. Fix the directory, or run with "
                          f"{ENV_DYNAMO_CACHE}=fresh")
     return path
@@ -65,7 +66,7 @@ def choose_cache_dir(environ: Mapping[str, str], run_dir: Path, devcaps_cache_di
                      torch_version: str) -> Path:
     """The directory for ``TORCHINDUCTOR_CACHE_DIR``: ``run_dir/inductor-cache`` when fresh,
     else the user's ``TORCHINDUCTOR_CACHE_DIR``, else the shared one (created and checked).
-    ValueError for a bad mode or an unsafe shared directory."""
+    ConfigError for a bad mode or an unsafe shared directory."""
     found = lookup(ENV_DYNAMO_CACHE, environ)
     if found is not None and cache_mode(found.value, found.variable) == "fresh":
         cache = run_dir / "inductor-cache"

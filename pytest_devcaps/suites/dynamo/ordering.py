@@ -15,6 +15,7 @@ from typing import Sequence
 
 import pytest
 
+from pytest_devcaps.errors import ConfigError
 from pytest_devcaps._util.environ import ENV_DYNAMO_ORDER
 
 #: The earlier name of the constant (the table in ``_util.environ`` is the source).
@@ -22,7 +23,7 @@ ORDER_VARIABLE = ENV_DYNAMO_ORDER
 
 
 def parse_order(value: str, variable: str = ENV_DYNAMO_ORDER) -> tuple[str, int | None]:
-    """``("keep", None)``, ``("reversed", None)`` or ``("shuffle", seed)``; ValueError naming
+    """``("keep", None)``, ``("reversed", None)`` or ``("shuffle", seed)``; ConfigError naming
     ``variable`` (the name the value was set under) otherwise."""
     text = value.strip().lower()
     if not text:
@@ -32,7 +33,7 @@ def parse_order(value: str, variable: str = ENV_DYNAMO_ORDER) -> tuple[str, int 
     kind, _, seed = text.partition(":")
     if kind == "shuffle" and seed.strip().lstrip("-").isdigit():
         return "shuffle", int(seed)
-    raise ValueError(f"{variable}={value!r}: expected 'reversed' or 'shuffle:<integer seed>'")
+    raise ConfigError(f"{variable}={value!r}: expected 'reversed' or 'shuffle:<integer seed>'")
 
 
 def reorder(items: list[pytest.Item], suite_dir: Path, value: str,

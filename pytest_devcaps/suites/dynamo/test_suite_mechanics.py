@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from torch._dynamo.utils import counters
 
+from pytest_devcaps.errors import ConfigError
 from pytest_devcaps.suites.dynamo.inductor_cache import cache_mode, choose_cache_dir
 from pytest_devcaps.suites.dynamo.ordering import parse_order, reorder
 
@@ -27,7 +28,7 @@ def test_parse_order_accepts(value: str, expected: tuple[str, int | None]) -> No
 
 @pytest.mark.parametrize("value", ["random", "shuffle", "shuffle:x", "reverse"])
 def test_parse_order_refuses_with_the_accepted_forms(value: str) -> None:
-    with pytest.raises(ValueError, match="expected 'reversed' or 'shuffle:<integer seed>'"):
+    with pytest.raises(ConfigError, match="expected 'reversed' or 'shuffle:<integer seed>'"):
         parse_order(value)
 
 
@@ -86,11 +87,11 @@ def test_a_shared_cache_others_may_write_is_refused(tmp_path: Path) -> None:
     cache = tmp_path / "devcaps" / "inductor" / "torch-2.13.0"
     cache.mkdir(parents=True)
     cache.chmod(0o777)
-    with pytest.raises(ValueError, match="is writable by others .* run with "
+    with pytest.raises(ConfigError, match="is writable by others .* run with "
                                          "PYTEST_DEVCAPS_DYNAMO_CACHE=fresh"):
         choose_cache_dir({}, tmp_path / "run", tmp_path / "devcaps", "2.13.0")
 
 
 def test_an_unknown_cache_mode_names_the_choices() -> None:
-    with pytest.raises(ValueError, match="PYTEST_DEVCAPS_DYNAMO_CACHE='tmp': expected 'shared' .* or 'fresh'"):
+    with pytest.raises(ConfigError, match="PYTEST_DEVCAPS_DYNAMO_CACHE='tmp': expected 'shared' .* or 'fresh'"):
         cache_mode("tmp")
