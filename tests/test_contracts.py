@@ -407,6 +407,25 @@ def test_hook_answers_keep_pluggys_order(tmp_path: Path) -> None:
         "emulated (hook:first" if order[-1] == "second" else "unsupported (hook:second")
 
 
+def test_a_wrapper_of_the_adjust_hook_is_a_warning_not_silently_skipped(tmp_path: Path) -> None:
+    from pytest_devcaps import hookspecs
+
+    class Wrapping:
+        @pluggy.HookimplMarker("pytest")(wrapper=True)
+        def pytest_devcaps_adjust_results(self, device: Any, records: Any) -> Any:
+            result = yield
+            return result
+
+    manager = pluggy.PluginManager("pytest")
+    manager.add_hookspecs(hookspecs)
+    manager.register(Wrapping(), name="lab_wrapper")
+    manager.register(_Relabel(), name="acme")
+    with pytest.warns(DevcapsWarning, match="plugin lab_wrapper wraps pytest_devcaps_adjust_results"):
+        registry = build_registry(RegistryOptions(cache_dir=tmp_path / "cache"), hook=manager.hook)
+        record = registry.record("dtype.bf16", "cpu")
+    assert record.source == "hook:acme"  # the plain implementation still answers
+
+
 @pytest.mark.parametrize("short, full", [("bf16", "dtype.bf16"), ("flash", "attention.flash"),
                                          ("events", "runtime.events"), ("fp8", "dtype.fp8")])
 def test_a_short_capability_name_is_refused_naming_the_full_one(short: str, full: str) -> None:

@@ -212,7 +212,13 @@ def hook_answers(hook: Any, device: DeviceIdentity,
     answers = []
     for impl in reversed(impls()):  # pluggy calls the last registered first
         if getattr(impl, "hookwrapper", False) or getattr(impl, "wrapper", False):
-            continue  # a wrapper returns no answer of its own
+            # each implementation is called on its own (to know whose answer is whose), so a
+            # wrapper around them never sees their results: say so rather than drop its change
+            warnings.warn(DevcapsWarning(
+                f"plugin {_plugin_label(impl)} wraps pytest_devcaps_adjust_results "
+                "(wrapper/hookwrapper): devcaps calls each implementation on its own and a wrapper "
+                "is not run; return the records to change instead"), stacklevel=2)
+            continue
         answer = impl.function(*(kwargs[name] for name in impl.argnames))
         if answer is not None:
             answers.append((_plugin_label(impl), answer))
