@@ -3,7 +3,7 @@
 Under pytest the plugin evaluates markers at collection and skips at setup. Under
 ``python -m unittest`` (or PyTorch's ``run_tests``) nothing reads pytest marks, so a test that
 asked for tf32 would run and pass on a CPU. This module evaluates the same marks with the same
-functions (``markers.evaluate``) for a TestCase, so the skip reason is the text pytest shows:
+functions (``evaluation.evaluate``) for a TestCase, so the skip reason is the text pytest shows:
 
 * :class:`DevcapsMixin` (and :class:`DevcapsTestCase`): ``self.devcaps`` (the registry seen
   from the test's device), ``self.devcaps_device``, ``self.tolerances``, and marks honoured in
@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import pytest
 
 from pytest_devcaps.marks import classification
-from pytest_devcaps.marks import evaluation as markers
+from pytest_devcaps.marks import evaluation
 from pytest_devcaps.errors import ConfigError, DevcapsError
 from pytest_devcaps.marks.expectations import Condition, parse_condition
 from pytest_devcaps._util.environ import ENV_DEVICES, ENV_EXCEPT, ENV_HARDWARE, ENV_HARDWARE_READING
@@ -194,17 +194,17 @@ def _refuse_unhonourable(env: EnvironmentSettings, registry: CapabilityRegistry)
                           "machine instead. Unset it", file=env.profile.source)
 
 
-def _required_error(evaluation: Any, registry: CapabilityRegistry, require: Setting) -> None:
+def _required_error(evaluated: Any, registry: CapabilityRegistry, require: Setting) -> None:
     """``PYTEST_DEVCAPS_REQUIRE``: a skip for a required capability is an error, in pytest's
     words (:mod:`pytest_devcaps.session.require`)."""
     if not require.value:
         return
     catalogue = registry.catalogue
     wanted = {catalogue.check_name(name).name for name in require.value}
-    named = {name for item in evaluation.missing for name in item.capabilities} & wanted
+    named = {name for item in evaluated.missing for name in item.capabilities} & wanted
     if named:
         raise DevcapsError(f"{', '.join(sorted(named))} required on this runner "
-                           f"({require.source}) but: {evaluation.reason}")
+                           f"({require.source}) but: {evaluated.reason}")
 
 
 def verdict(function: Any, test: Any) -> Verdict:
@@ -216,17 +216,17 @@ def verdict(function: Any, test: Any) -> Verdict:
     _refuse_unhonourable(env, registry)
     cls = type(test) if test is not None else None
     marks = marks_of(function, cls)
-    markers.validate_marks(marks, registry)
+    evaluation.validate_marks(marks, registry)
     device = device_of(test, registry)
     skip = _hardware_skip(marks, cls, registry, env.hardware, function) or _device_skip(
         test, device, registry, env) or _class_mismatch(marks, cls, registry, device)
     if skip is not None:
         return Verdict(skip, None, None)
-    evaluation = markers.evaluate(marks, registry, device,
-                                  free_memory=lambda identity: free_memory(identity.key))
-    if evaluation.skip:
-        _required_error(evaluation, registry, env.require)
-        return Verdict(evaluation.reason, None, None)
+    evaluated = evaluation.evaluate(marks, registry, device,
+                                    free_memory=lambda identity: free_memory(identity.key))
+    if evaluated.skip:
+        _required_error(evaluated, registry, env.require)
+        return Verdict(evaluated.reason, None, None)
     identity = registry.identity(device)
     facts = _facts(registry)
     for mark in marks:

@@ -223,3 +223,51 @@ def test_lazy_dir_keeps_the_modules_own_names() -> None:
 
     names = dir(pytest_devcaps)
     assert "pytest_addhooks" in names and "requires_capability" in names
+
+
+
+def _by_basename() -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for dotted, path in _modules().items():
+        if path.name != "__init__.py":  # a package's name is a room, not a module of the prose
+            found.setdefault(dotted.rsplit(".", 1)[-1], []).append(dotted)
+    return found
+
+
+def _prose_references() -> list[tuple[str, str, str]]:
+    """(reference, basename, attribute) for every backticked ``module.attribute`` (a module of
+    ours by its basename: basenames are unique, so the page may use them alone) and every
+    backticked ``room/file.py`` of the page."""
+    from pytest_devcaps.config import load_catalogue
+
+    catalogue = load_catalogue()  # attention.flash (or an alias) is not a module's name
+    capabilities = {*catalogue.capabilities, *(a for spec in catalogue.capabilities.values()
+                                               for a in spec.aliases)}
+    modules = _by_basename()
+    found = []
+    for ref in re.findall(r"`([^`\s]+)`", DOC.read_text(encoding="utf-8")):
+        if file := re.fullmatch(r"((?:[a-z_]+/)*)([a-z_]+)\.py", ref):
+            if file.group(2) != "__init__" and not ref.startswith(("tests/", "benchmarks/")):
+                found.append((ref, file.group(2), ""))
+        elif attr := re.fullmatch(r"([a-z_]+)\.([A-Za-z_][A-Za-z0-9_]*)(?:\(.*\))?", ref):
+            if attr.group(1) in modules and ref not in capabilities:
+                found.append((ref, attr.group(1), attr.group(2)))
+    return found
+
+
+def test_the_prose_names_only_modules_and_names_that_exist() -> None:
+    """The page's prose (``plugin.py`` evaluates ``evaluation.evaluate``...) names files and
+    attributes that exist: a rename that leaves the page behind fails here."""
+    import importlib
+
+    modules = _by_basename()
+    stale = []
+    for ref, basename, attribute in _prose_references():
+        if basename not in modules:
+            stale.append(f"{ref}: no module {basename}")
+        elif attribute:
+            dotted = modules[basename][0]
+            if not hasattr(importlib.import_module(dotted), attribute):
+                stale.append(f"{ref}: {dotted} has no {attribute}")
+    assert len(_prose_references()) > 25  # the page's prose is read at all
+    assert not stale

@@ -1,7 +1,7 @@
 """The names the plugin recognises on every test before it needs any of their machinery.
 
 Every pytest session of an environment loads the plugin, most of them never using devcaps: its
-hooks look at each test's marks and fixtures by these names alone, and import ``markers``,
+hooks look at each test's marks and fixtures by these names alone, and import ``evaluation``,
 ``parametrize`` and the catalogue only for a test that has one (``tests/test_architecture.py``
 checks that a session of plain tests imports none of them).
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-#: ``pytest --markers`` lines of every devcaps marker (``markers.SIGNATURES`` has one entry each).
+#: ``pytest --markers`` lines of every devcaps marker (``evaluation.SIGNATURES`` has one entry each).
 MARKER_LINES = (
     "requires_capability(*capabilities, any_of=None, native=False): skip unless the test's device "
     "has every capability (and at least one of any_of); native=True refuses emulated support.",
