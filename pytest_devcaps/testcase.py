@@ -38,7 +38,7 @@ from pytest_devcaps.marks import classification
 from pytest_devcaps.marks import evaluation
 from pytest_devcaps.errors import ConfigError, DevcapsError
 from pytest_devcaps.marks.expectations import Condition, parse_condition
-from pytest_devcaps._util.environ import ENV_DEVICES, ENV_EXCEPT, ENV_HARDWARE, ENV_HARDWARE_READING
+from pytest_devcaps._util.environ import ENV_DEVICES, ENV_EXCEPT, ENV_HARDWARE
 from pytest_devcaps.session.options import (
     EnvironmentSettings,
     Setting,
@@ -148,13 +148,10 @@ def _pytorch_gates(function: Any, cls: type | None) -> tuple[Any, ...]:
 
 
 def _class_mismatch(marks: list[pytest.Mark], cls: type | None, registry: CapabilityRegistry,
-                    device: str) -> str | None:
+                    device: str, reading: Setting) -> str | None:
     """A declared hardware class that does not run on the test's device (as under pytest),
     unless ``PYTEST_DEVCAPS_HARDWARE_READING=pytorch`` reads classes as labels only."""
-    from pytest_devcaps.session.options import check_reading
-
-    reading = os.environ.get(ENV_HARDWARE_READING, "").strip()
-    if reading and check_reading(reading, f"{ENV_HARDWARE_READING} environment variable") != "devcaps":
+    if reading.value != "devcaps":
         return None
     if not any(mark.name == "hardware" for mark in marks):
         return None  # none, or PyTorch's hw_classification attribute: a label, as in PyTorch
@@ -219,7 +216,7 @@ def verdict(function: Any, test: Any) -> Verdict:
     evaluation.validate_marks(marks, registry)
     device = device_of(test, registry)
     skip = _hardware_skip(marks, cls, registry, env.hardware, function) or _device_skip(
-        test, device, registry, env) or _class_mismatch(marks, cls, registry, device)
+        test, device, registry, env) or _class_mismatch(marks, cls, registry, device, env.hardware_reading)
     if skip is not None:
         return Verdict(skip, None, None)
     evaluated = evaluation.evaluate(marks, registry, device,

@@ -73,9 +73,9 @@ def test_both_names_set_alike_is_quiet(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_the_dynamo_variables_name_what_was_set() -> None:
-    with pytest.raises(ValueError, match="^DEVCAPS_DYNAMO_ORDER='up': expected"):
+    with pytest.raises(ConfigError, match="^DEVCAPS_DYNAMO_ORDER='up': expected"):
         parse_order("up", "DEVCAPS_DYNAMO_ORDER")
-    with pytest.raises(ValueError, match="^PYTEST_DEVCAPS_DYNAMO_CACHE='tmp': expected"):
+    with pytest.raises(ConfigError, match="^PYTEST_DEVCAPS_DYNAMO_CACHE='tmp': expected"):
         cache_mode("tmp")
 
 
@@ -113,7 +113,7 @@ def test_the_old_dynamo_cache_name_still_chooses_a_fresh_cache(tmp_path: Path) -
         cache = choose_cache_dir({"DEVCAPS_DYNAMO_CACHE": "fresh"}, tmp_path / "run",
                                  tmp_path / "devcaps", "2.13.0")
     assert cache == tmp_path / "run" / "inductor-cache"
-    with pytest.raises(ValueError, match="^DEVCAPS_DYNAMO_CACHE='tmp': expected"), \
+    with pytest.raises(ConfigError, match="^DEVCAPS_DYNAMO_CACHE='tmp': expected"), \
             pytest.warns(DevcapsDeprecationWarning):
         choose_cache_dir({"DEVCAPS_DYNAMO_CACHE": "tmp"}, tmp_path / "run", tmp_path / "devcaps",
                          "2.13.0")

@@ -343,7 +343,7 @@ def check_device_types(devices: Setting, except_: Setting, present: Sequence[str
 
 
 ENVIRONMENT_VARIABLES = (ENV_DEVICES, ENV_EXCEPT, ENV_OVERRIDES, ENV_PROFILE, ENV_REQUIRE,
-                         ENV_PROBE_TIMEOUT, ENV_HARDWARE)
+                         ENV_PROBE_TIMEOUT, ENV_HARDWARE, ENV_HARDWARE_READING)
 """The variables :func:`environment_settings` reads (``PYTEST_DEVCAPS_CACHE_DIR`` is read
 where the cache lives, by everyone alike)."""
 
@@ -360,6 +360,7 @@ class EnvironmentSettings:
     require: Setting
     probe_timeout: Setting
     hardware: Setting
+    hardware_reading: Setting  # one of HARDWARE_READINGS (the first when unset), checked
 
 
 def _env(environ: Mapping[str, str], name: str) -> Setting:
@@ -384,7 +385,14 @@ def environment_settings(environ: Mapping[str, str] | None = None) -> Environmen
         devices=_names(_env(env, ENV_DEVICES)), except_=_names(_env(env, ENV_EXCEPT)),
         overrides=Setting(paths, overrides.source), profile=_env(env, ENV_PROFILE),
         require=_names(_env(env, ENV_REQUIRE)), probe_timeout=timeout,
-        hardware=_hardware_setting(_env(env, ENV_HARDWARE)))
+        hardware=_hardware_setting(_env(env, ENV_HARDWARE)),
+        hardware_reading=_reading_setting(_env(env, ENV_HARDWARE_READING)))
+
+
+def _reading_setting(reading: Setting) -> Setting:
+    if reading.value is None or not str(reading.value).strip():
+        return Setting(HARDWARE_READINGS[0], "default")
+    return Setting(check_reading(str(reading.value), reading.source), reading.source)
 
 
 def _check_override_files(overrides: Setting) -> None:
