@@ -74,7 +74,14 @@ def test_resolve_failures_say_what_is_missing() -> None:
     with pytest.raises(NotImportableError, match=f"nothing_here not found in module {__name__}"):
         resolve(f"{__name__}:nothing_here")
     with pytest.raises(ImportError, match="devcaps_absent_module"):
-        resolve("devcaps_absent_module:f")
+        resolve("devcaps_absent_module:f")  # what the import raises propagates
+
+
+def test_a_file_python_cannot_load_is_a_devcaps_error(tmp_path: Path) -> None:
+    path = tmp_path / "probe.txt"  # no loader for the suffix
+    path.write_text("def f(x):\n    return x\n")
+    with pytest.raises(NotImportableError, match=f"cannot import devcaps_unloadable from {path}"):
+        resolve("devcaps_unloadable:f", str(path))
 
 
 def test_resolve_falls_back_to_the_file_under_the_same_module_name(tmp_path: Path) -> None:
