@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_devcaps.config import CapabilitySpec, RuleVerdict, list_profiles
-from pytest_devcaps.errors import ConfigError, UnknownCapabilityError, UnknownDeviceError
+from pytest_devcaps.errors import ConfigError, DevcapsWarning, UnknownCapabilityError, UnknownDeviceError
 from pytest_devcaps.model import CapabilityRecord, Level, ProbeOutcome
 from pytest_devcaps.registry import (
     CapabilityRegistrar,
@@ -228,9 +228,12 @@ def test_implies_is_transitive_and_unknown_propagates_as_unknown(tmp_path: Path)
     settings = (CapabilitySetting("runtime.events", Level.UNKNOWN, "cpu"),
                 CapabilitySetting("runtime.streams", Level.NATIVE, "cpu"),
                 CapabilitySetting("runtime.graphs", Level.NATIVE, "cpu"))
-    registry = _build(tmp_path, settings=settings)
-    streams = registry.record("runtime.streams", "cpu")
-    graphs = registry.record("runtime.graphs", "cpu")
+    with pytest.warns(DevcapsWarning) as warned:  # an explicit setting overruled says so
+        registry = _build(tmp_path, settings=settings)
+        streams = registry.record("runtime.streams", "cpu")
+        graphs = registry.record("runtime.graphs", "cpu")
+    assert sorted(str(w.message).split(" on cpu")[0] for w in warned) == [
+        "pytest-devcaps: cli sets runtime.graphs=native", "pytest-devcaps: cli sets runtime.streams=native"]
     assert (streams.level, streams.source) == (Level.UNKNOWN, "implies")
     assert streams.reason.startswith("needs runtime.events, which is unknown (cli:")
     assert (graphs.level, graphs.source) == (Level.UNKNOWN, "implies")
