@@ -39,6 +39,23 @@ MARKER_NAMES = frozenset(line.split("(", 1)[0] for line in MARKER_LINES)
 GENERIC_CLASS = "generic"
 HARDWARE_ATTRIBUTE = "hw_classification"
 
+#: PyTorch's test-helper modules whose gates ``marks/pytorch_gates.py`` reads. A session reads
+#: gates only when a collected module imported one of them: ``import torch`` itself loads other
+#: ``torch.testing._internal`` modules (``common_dtype``, ``logging_tensor``, ``distributed.fake_pg``),
+#: so their presence says nothing about the suite.
+PYTORCH_GATE_MODULES = tuple(f"torch.testing._internal.{name}" for name in (
+    "common_device_type", "common_distributed", "common_utils", "common_cuda", "inductor_utils",
+    "triton_utils"))
+
+
+def pytorch_gates_in_use() -> bool:
+    """Whether a collected module imported a :data:`PYTORCH_GATE_MODULES` module (a few dict
+    lookups: asked once per session, and per test by the unittest bridge)."""
+    import sys
+
+    return any(name in sys.modules for name in PYTORCH_GATE_MODULES)
+
+
 #: Our device and dtype fixtures (the short names and the ``devcaps_`` ones that never clash).
 DEVICE_NAMES = ("device", "devcaps_device")
 DTYPE_NAMES = ("dtype", "devcaps_dtype")

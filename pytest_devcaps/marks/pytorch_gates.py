@@ -24,6 +24,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
+from pytest_devcaps.marks.names import pytorch_gates_in_use
+
 CDT = "torch/testing/_internal/common_device_type.py"
 CDIST = "torch/testing/_internal/common_distributed.py"
 CUTILS = "torch/testing/_internal/common_utils.py"
@@ -31,7 +33,8 @@ CCUDA = "torch/testing/_internal/common_cuda.py"
 INDUCTOR = "torch/testing/_internal/inductor_utils.py"
 TRITON = "torch/testing/_internal/triton_utils.py"
 
-#: Modules whose presence says a suite uses PyTorch's test gates (nothing is read otherwise).
+#: PyTorch's test-helper package (which of its modules say a suite uses PyTorch's gates:
+#: ``names.PYTORCH_GATE_MODULES``).
 TORCH_TESTING = "torch.testing._internal"
 
 
@@ -133,8 +136,9 @@ def devices_needed(gates: tuple[Gate, ...]) -> int:
 
 
 def in_use() -> bool:
-    """Whether a collected module imported PyTorch's test helpers (otherwise no test has gates)."""
-    return any(name.startswith(TORCH_TESTING) for name in sys.modules)
+    """Whether a collected module imported PyTorch's test helpers (otherwise no test has gates;
+    ``import torch`` alone loads other ``torch.testing._internal`` modules)."""
+    return pytorch_gates_in_use()
 
 
 def gates_of(function: Any, cls: type | None = None) -> tuple[Gate, ...]:

@@ -23,7 +23,7 @@ import pytest
 
 from pytest_devcaps.errors import DevcapsError
 from pytest_devcaps.session.fixtures import item_device
-from pytest_devcaps.marks.names import GENERIC_CLASS, HARDWARE_ATTRIBUTE, MARKER_NAMES
+from pytest_devcaps.marks.names import GENERIC_CLASS, HARDWARE_ATTRIBUTE, MARKER_NAMES, pytorch_gates_in_use
 from pytest_devcaps.session.state import CLASS_PROBLEM_KEY, EVALUATION_KEY, HARDWARE_KEY, session_state
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ class SuiteHooks:
             raise pytest.UsageError(f"pytest-devcaps: {exc}") from None
         kept: list[pytest.Item] = []
         deselected: list[pytest.Item] = []
-        self.gates_active = _gates_in_use()
+        self.gates_active = pytorch_gates_in_use()  # without importing pytorch_gates
         for item in items:
             found = self._prepare(item)
             if found is not None and selection and found not in selection:
@@ -182,10 +182,6 @@ WORLD_KEY = pytest.StashKey[tuple[Any, ...]]()
 """The gates of a multi-process test (``MultiProcessTestCase``): its world is checked at setup."""
 
 
-def _gates_in_use() -> bool:
-    """Whether a collected module imported PyTorch's test helpers (``pytorch_gates.in_use``,
-    asked without importing it: most sessions have none)."""
-    return any(name.startswith("torch.testing._internal") for name in sys.modules)
 
 
 class SetupChecks:

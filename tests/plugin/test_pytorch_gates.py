@@ -254,3 +254,19 @@ def test_a_world_with_fewer_ranks_than_its_gate_needs_is_skipped(pytester: pytes
     tests = _tests(report)
     assert tests["test_two_ranks"]["reason"].startswith("requires 2 devices; found 0 cuda")
     assert tests["test_two_ranks"]["gates"][0]["devices"] == 2
+
+
+def test_torch_alone_does_not_turn_gate_reading_on() -> None:
+    """``import torch`` loads a few ``torch.testing._internal`` modules itself (common_dtype,
+    logging_tensor, distributed.fake_pg): only a test-helper module with gates says a suite uses
+    them (otherwise every test of every torch suite would be read for gates it cannot have)."""
+    import subprocess
+    import sys
+
+    code = ("import torch, torch._dynamo, torch.distributed\n"
+            "from pytest_devcaps.marks.names import pytorch_gates_in_use\n"
+            "before = pytorch_gates_in_use()\n"
+            "import torch.testing._internal.common_utils\n"
+            "print(before, pytorch_gates_in_use())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.stdout.split() == ["False", "True"], out.stderr[-2000:]
