@@ -151,7 +151,7 @@ def _class_mismatch(marks: list[pytest.Mark], cls: type | None, registry: Capabi
                     device: str, reading: Setting) -> str | None:
     """A declared hardware class that does not run on the test's device (as under pytest),
     unless ``PYTEST_DEVCAPS_HARDWARE_READING=pytorch`` reads classes as labels only."""
-    if reading.value != "devcaps":
+    if reading.value not in (None, "devcaps"):  # unset: devcaps' reading
         return None
     if not any(mark.name == "hardware" for mark in marks):
         return None  # none, or PyTorch's hw_classification attribute: a label, as in PyTorch

@@ -250,8 +250,8 @@ def _sm_gate(level: int, source: Catalogue) -> Gate:
     return Gate("DC006", label, _blocked(
         f"{label}: name what the test needs (what the rules tie to sm_{view.step}: "
         f"{', '.join(view.candidates)}{below}; a feature no capability names keeps the gate)", "nvidia"),
-        use + "".join(f", or one step below: requires_capability({' | '.join(repr(c) for c in previous)})"
-                      for _ in previous[:1]), by_use, union=True, floor=view.previous or 0)
+        use + (f", or one step below: requires_capability({' | '.join(repr(c) for c in previous)})"
+               if previous else ""), by_use, union=True, floor=view.previous or 0)
 
 
 def _ranked(entry: ByUse, group: int, view: smlevels.SmLevel, native: frozenset[str]) -> ByUse | None:
@@ -596,7 +596,7 @@ def capability_names() -> set[str]:
     """Every capability this table names (each must exist in the shipped catalogue)."""
     gates: list[Gate] = [*GATE_NAMES.values(), *GATE_CALLS.values(), *PLATFORM_SUPPORTS.values(),
                          *(d.gate for d in DECORATORS.values()), *(sm_gate(level) for level in range(50, 130))]
-    gates += [g for table in SM_USES for g in (Gate("DC006", "", Need(), "", table),)]
+    gates += [Gate("DC006", "", Need(), "", table) for table in SM_USES]
     needs = [n for g in gates for n in (g.need, *(b.need for b in g.by_use))]
     names = {c for n in needs for c in (*n.capabilities, *(c for group in n.any_of for c in group))}
     names |= {c.capability for c in (*CUDA_CALLS.values(), DEFAULT_CUDA_CALL) if c.capability}

@@ -144,8 +144,3 @@ def emulable(source: Catalogue) -> frozenset[str]:
     return frozenset(capability for by_capability in source.rules.values()
                      for capability, vendor_rules in by_capability.items()
                      if any(rule.level is Level.EMULATED for rule in vendor_rules))
-
-
-def emulable_shipped() -> frozenset[str]:
-    """:func:`emulable` of the shipped catalogue."""
-    return emulable(catalogue())

@@ -250,7 +250,7 @@ def resolve_settings(config: pytest.Config) -> DevcapsSettings:
         probe_timeout=Setting(timeout_value, timeout.source),
         pin_workers=bool(config.getoption("devcaps_pin_workers")),
         hardware=_hardware(config, env.hardware),
-        hardware_reading=_hardware_reading(config),
+        hardware_reading=_hardware_reading(config, env.hardware_reading),
         all_ranks=bool(config.getoption("devcaps_all_ranks")),
         rank_timeout=_rank_timeout(config.getoption("devcaps_rank_timeout")),
     )
@@ -299,11 +299,12 @@ def _hardware_setting(setting: Setting) -> Setting:
     return Setting(names, setting.source)
 
 
-def _hardware_reading(config: pytest.Config) -> Setting:
-    found = _layered(config, "devcaps_hardware_reading", _env(os.environ, ENV_HARDWARE_READING),
-                     "devcaps_hardware_reading")
+def _hardware_reading(config: pytest.Config, env: Setting) -> Setting:
+    found = _layered(config, "devcaps_hardware_reading", env, "devcaps_hardware_reading")
     if found.value is None:
         return Setting(HARDWARE_READINGS[0], "default")
+    if found is env:
+        return env  # checked by environment_settings
     return Setting(check_reading(str(found.value), found.source), found.source)
 
 
@@ -360,7 +361,7 @@ class EnvironmentSettings:
     require: Setting
     probe_timeout: Setting
     hardware: Setting
-    hardware_reading: Setting  # one of HARDWARE_READINGS (the first when unset), checked
+    hardware_reading: Setting  # one of HARDWARE_READINGS, checked (None: unset)
 
 
 def _env(environ: Mapping[str, str], name: str) -> Setting:
@@ -391,7 +392,7 @@ def environment_settings(environ: Mapping[str, str] | None = None) -> Environmen
 
 def _reading_setting(reading: Setting) -> Setting:
     if reading.value is None or not str(reading.value).strip():
-        return Setting(HARDWARE_READINGS[0], "default")
+        return Setting(None, "default")
     return Setting(check_reading(str(reading.value), reading.source), reading.source)
 
 
