@@ -140,6 +140,11 @@ class Aliases:
             if isinstance(child, ast.Name) and child.id in self.by_name:
                 self.by_name[child.id].uses.append((None, child, None, None))
 
+    def items(self) -> list[Item]:
+        """Every finding of the constants: their definitions and their uses."""
+        return [i for alias in self.by_name.values()
+                for i in (alias.item, *(use[0] for use in alias.uses)) if i is not None]
+
     def decide(self) -> list[Item]:
         items: list[Item] = []
         for alias in self.by_name.values():
@@ -157,10 +162,13 @@ def _targets(statement: ast.stmt) -> list[str]:
 
 
 def _decide(alias: Alias, source: SourceFile) -> None:
+    if alias.item.frozen:
+        return
     if alias.item.suppressed or any(item is not None and item.suppressed for item, *_ in alias.uses):
         alias.item.why = "suppressed with # devcaps: allow"
         return
-    if alias.uses and all(item is not None and context is not None for item, _, _, context in alias.uses):
+    if alias.uses and all(item is not None and not item.frozen and context is not None
+                          for item, _, _, context in alias.uses):
         for item, node, role, context in alias.uses:
             assert item is not None and context is not None
             edits: list[Edit] = [ReplaceExpr(source.span(node), "Name", alias.device.replacement(context, role))]
@@ -175,7 +183,8 @@ def _decide(alias: Alias, source: SourceFile) -> None:
         alias.item.fixed(f"becomes {value}",
                          ReplaceExpr(source.span(alias.value), type(alias.value).__name__, value))
         for item, *_ in alias.uses:
-            if item is not None:
+            if item is not None:  # a held use too: the constant's new value is CUDA wherever it ran
                 item.fix = f"fixed with line {alias.statement.lineno}"
+                item.held = None
         return
     alias.item.why = "a fixed device index outside tests"

@@ -8,12 +8,17 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from typing import Mapping
+
 from pytest_devcaps.lint.finder import NO_DEVICE_HELPER, Finder
 from pytest_devcaps.lint.helpers import threadable
-from pytest_devcaps.lint.items import Item, decide
+from pytest_devcaps.lint.items import Construct, Item, Residue, decide
+from pytest_devcaps.lint.libraries import libraries
 from pytest_devcaps.lint.records import (
-    Analysis, Finding, Hardware, RemoveUnusedImport, ReplaceStatement, Span, Target, explains, join_hardware,
+    Analysis, Edit, EditCall, EnsureDeviceType, Finding, Hardware, RemoveUnusedImport, ReplaceExpr,
+    ReplaceStatement, Span, Target, explains, join_hardware,
 )
+from pytest_devcaps.lint.regions import RegionIndex, within, within_any
 from pytest_devcaps.lint.resolution import resolving
 from pytest_devcaps.lint.source import SourceFile, parse_source
 
@@ -44,18 +49,60 @@ def unreadable(path: str, line: int, column: int, why: str) -> Analysis:
     return Analysis(path, (Finding(path, line, column, "DC000", why, "a UTF-8 Python file"),), readable=False)
 
 
-def analyze(text: str, path: str = "<string>", target: Target = "devcaps") -> Analysis:
-    """The findings of one file and the edits ``--fix`` makes in ``target``'s vocabulary."""
+def analyze(text: str, path: str = "<string>", target: Target = "devcaps", *,
+            untouched: frozenset[str] = frozenset(),
+            external_fixtures: Mapping[str, str] | None = None) -> Analysis:
+    """The findings of one file and the edits ``--fix`` makes in ``target``'s vocabulary.
+
+    ``untouched``: tests (``TestX.test_a`` / ``test_b``) whose code the rewrite leaves as it is,
+    gates included (``--verify`` undoing a rewrite that made a test worse); ``external_fixtures``:
+    fixtures this file's tests request from a ``conftest.py``, with why each is CUDA-only
+    (:func:`pytest_devcaps.lint.conftests.cuda_only_fixtures`)."""
     parsed = parse_source(text, path)
     if not isinstance(parsed, SourceFile):
         return unreadable(path, *parsed)
     parsed.target = target
     with resolving(parsed.tree):
-        return _analyze(parsed, path)
+        return _analyze(parsed, path, untouched, dict(external_fixtures or {}))
 
 
-def _analyze(parsed: SourceFile, path: str) -> Analysis:
-    finder = _find(parsed)
+MAX_HOLD_ROUNDS = 6
+# Edits that change nothing a kept gate lets run (``.cuda()`` -> ``.to(device_type)`` is the same
+# call wherever the gate passes): allowed in the code it holds. What changes the test itself
+# (a device fixture parameter that parametrizes it, marks, decorators) is not.
+NEUTRAL_EDITS = (ReplaceExpr, EditCall, ReplaceStatement, RemoveUnusedImport, EnsureDeviceType)
+UNTOUCHED = "left as it was: --verify undid its rewrite"
+
+
+def _analyze(parsed: SourceFile, path: str, untouched: frozenset[str], external: dict[str, str]) -> Analysis:
+    """Read the file, decide every gate, and hold (leave as they are) the regions of the gates
+    that stay; read again until no more gates stay (holding code only adds CUDA-only residue)."""
+    index = RegionIndex(parsed)
+    held: dict[Span, str] = {span: UNTOUCHED for span in _untouched_spans(parsed, index, untouched)}
+    kept: dict[tuple[str, Span], str] = {}
+    for _ in range(MAX_HOLD_ROUNDS):
+        finder, items = _round(parsed, index, held, kept, external)
+        grown = _held_regions(finder, index, held, kept)
+        if not grown:
+            break
+    _drop_spent_definitions(finder, items)
+    shown = [i for i in items if not i.suppressed]
+    findings = [i.finding(path) for i in shown]
+    findings += [Finding(path, line, column, "DC000", why, "a known rule code")
+                 for line, column, why in parsed.bad_pragmas]
+    edits = tuple(e for item in shown for e in item.edits) + tuple(
+        e for e in finder.plumbing if not _in_held(_edit_span(e), held))
+    return Analysis(path, tuple(sorted(findings, key=_order)), edits)
+
+
+def _round(parsed: SourceFile, index: RegionIndex, held: dict[Span, str], kept: dict[tuple[str, Span], str],
+           external: dict[str, str]) -> tuple[Finder, list[Item]]:
+    finder = _find(parsed, frozenset(held))
+    for item in finder.items + finder.aliases.items():
+        why = _held_by(item.span, held)
+        if why is not None and (why == UNTOUCHED or not all(isinstance(e, NEUTRAL_EDITS) for e in item.edits)
+                                or not item.edits):
+            item.hold(why)
     items = finder.items + finder.aliases.decide()
     seen = {id(i) for i in items}
     for construct in finder.constructs:
@@ -66,36 +113,154 @@ def _analyze(parsed: SourceFile, path: str) -> Analysis:
                 items.append(item)
         if any(item.suppressed for item in construct.items):
             construct.keep = "suppressed with # devcaps: allow"
+    residues = [r for r in (i.residue for i in items) if r is not None] + libraries(parsed) \
+        + _external_residue(index, external)
+    protected: list[Span] = []
+    for construct in _innermost_first(finder.constructs, index):
+        own = kept.get(_identity(construct))
+        held_why = next((i.held or i.why for i in construct.items if i.frozen), None)
+        if own is not None or held_why is not None:
+            construct.keep = own or held_why
+        why = decide(construct, _residue(residues, construct, protected))
+        if why is not None and construct.restricts:
+            kept.setdefault(_identity(construct), why)
+            protected.extend(construct.anchors if construct.anchors is not None else ())
+    _keep_cuda_classes(finder, index, residues, protected)
+    return finder, items
+
+
+def _keep_cuda_classes(finder: Finder, index: RegionIndex, residues: list[Residue], protected: list[Span]) -> None:
+    """``only_for="cuda"`` stays where the class it instantiates keeps CUDA-only code (a
+    jiterator test is CUDA's on every machine)."""
+    for item, name in finder.instantiations:
+        cls = index.classes.get(name)
+        if cls is None or item.fix is None:
+            continue
+        region = index.of_class(cls)
+        left = [r for r in residues if within_any(r.span, region) and not any(within(r.span, p) for p in protected)]
+        if left:
+            first = min(left, key=lambda r: r.span)
+            item.fix = None
+            item.edits.clear()
+            item.hardware = "cuda"
+            item.why = f"the class is CUDA's: line {first.span.line} is CUDA-only ({first.what}); keep only_for"
+
+
+def _identity(construct: Construct) -> tuple[str, Span]:
+    return construct.kind, construct.span
+
+
+def _innermost_first(constructs: list[Construct], index: RegionIndex) -> list[Construct]:
+    """The constructs with their regions set, the smallest region first: a gate inside another
+    is decided first, so a kept inner gate holds its code off the outer gate's residue."""
+    for construct in constructs:
+        construct.region, construct.anchors = _regions(construct, index)
+
+    def size(construct: Construct) -> tuple[int, int]:
+        if construct.anchors is None:
+            return (1, 0)
+        return (0, sum(r.end_line - r.line + 1 for r in construct.anchors))
+    return sorted(constructs, key=size)
+
+
+def _regions(construct: Construct, index: RegionIndex) -> tuple[tuple[Span, ...] | None, tuple[Span, ...] | None]:
+    """(everything that runs through the gate, the code it sits on) as spans; None: the file."""
+    anchor, guard = construct.anchor, construct.guard
+    if guard is not None:
+        guarded = index.guarded(guard)
+        return guarded, guarded
+    if isinstance(anchor, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return index.of_function(anchor), (index.source.span(anchor),)
+    if isinstance(anchor, ast.ClassDef):
+        return index.of_class(anchor), (index.source.span(anchor),)
+    return None, None
+
+
+def _residue(residues: list[Residue], construct: Construct, protected: list[Span]) -> Residue | None:
+    """The first CUDA-only code left in the construct's region that no kept gate inside it holds
+    off every other device (code elsewhere does not keep it)."""
+    own = construct.anchors or ()
+    left = [r for r in residues if within_any(r.span, construct.region)
+            and not any(within(r.span, p) and p not in own for p in protected)]
+    return min(left, key=lambda r: r.span, default=None)
+
+
+def _held_regions(finder: Finder, index: RegionIndex, held: dict[Span, str],
+                  kept: dict[tuple[str, Span], str]) -> bool:
+    """Hold the code of every kept gate that restricts it (and the fixtures of a kept test): a
+    gate that stays keeps its test as it was. True when this held more code than before."""
+    grown = False
     for construct in finder.constructs:
-        decide(construct, _residue(items, construct.region))
-    _drop_spent_definitions(finder, items)
-    kept = [i for i in items if not i.suppressed]
-    findings = [i.finding(path) for i in kept]
-    findings += [Finding(path, line, column, "DC000", why, "a known rule code")
-                 for line, column, why in parsed.bad_pragmas]
-    edits = tuple(e for item in kept for e in item.edits) + tuple(finder.plumbing)
-    return Analysis(path, tuple(sorted(findings, key=_order)), edits)
+        why = kept.get(_identity(construct))
+        if why is None or (construct.kind == "expr" and construct.guard is None):
+            continue  # a flag's value flows elsewhere: its uses are gates of their own
+        spans = construct.anchors if construct.anchors is not None else (index.source.span(index.source.tree),)
+        if isinstance(construct.anchor, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            spans = (*spans, *index.fixture_spans(construct.anchor))
+        reason = f"its gate (line {construct.span.line}) stays: {why}"
+        for span in spans:
+            if span not in held:
+                held[span] = reason
+                grown = True
+    return grown
 
 
-def _find(source: SourceFile) -> Finder:
+def _held_by(span: Span, held: Mapping[Span, str]) -> str | None:
+    return next((why for region, why in held.items() if within(span, region)), None)
+
+
+def _in_held(span: Span | None, held: Mapping[Span, str]) -> bool:
+    return span is not None and _held_by(span, held) is not None
+
+
+def _edit_span(edit: Edit) -> Span | None:
+    return getattr(edit, "span", None)
+
+
+def _untouched_spans(parsed: SourceFile, index: RegionIndex, names: frozenset[str]) -> list[Span]:
+    """The spans (decorators included) of the tests named ``Class.test`` or ``test``."""
+    found: list[Span] = []
+    for statement in parsed.tree.body:
+        members = [(statement.name, m) for m in statement.body] if isinstance(statement, ast.ClassDef) \
+            else [(None, statement)]
+        for owner, node in members:
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            if node.name in names or (owner is not None and f"{owner}.{node.name}" in names):
+                span = parsed.span(node)
+                first = min((parsed.span(d) for d in node.decorator_list), default=span)
+                found.append(Span(first.line, 0, span.end_line, span.end_col))
+    return found
+
+
+def _external_residue(index: RegionIndex, external: Mapping[str, str]) -> list[Residue]:
+    """A conftest fixture that is CUDA-only is residue where a test of this file requests it."""
+    if not external:
+        return []
+    found = []
+    for node in ast.walk(index.source.tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for name in index.fixtures_of(node):
+                if name in external:
+                    found.append(Residue(index.source.span(node), f"the conftest fixture {name!r}: {external[name]}"))
+    return found
+
+
+def _find(source: SourceFile, held: frozenset[Span] = frozenset()) -> Finder:
     """Read the file; read it again when helpers can be given a device (then their CUDA code
     is fixable and their callers pass ``device=``) or, where they cannot, use the module's
-    ``device_type``."""
+    ``device_type``. Code a kept gate holds lends no helper its device."""
     finder = Finder(source)
     finder.visit(source.tree)
     needing = {i.helper for i in finder.items if i.helper and i.fix is None and not i.suppressed
                and i.why == NO_DEVICE_HELPER}
     if not needing:
         return finder
-    threaded = threadable(source.tree, {n for n in needing if n}, finder.facts.local_gates)
+    threaded = threadable(source.tree, {n for n in needing if n}, finder.facts.local_gates,
+                          without_device=lambda node: any(within(source.span(node), h) for h in held))
     finder = Finder(source, threaded, global_helpers=True)
     finder.visit(source.tree)
     return finder
-
-
-def _within(inner: Span, outer: Span) -> bool:
-    return (outer.line, outer.col) <= (inner.line, inner.col) and (inner.end_line, inner.end_col) <= (
-        outer.end_line, outer.end_col)
 
 
 def _drop_spent_definitions(finder: Finder, items: list[Item]) -> None:
@@ -105,11 +270,11 @@ def _drop_spent_definitions(finder: Finder, items: list[Item]) -> None:
     loads = [n for n in ast.walk(source.tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
     for gate in finder.facts.local_gates.values():
         where = source.span(gate.statement)
-        uses = [source.span(n) for n in loads if n.id == gate.name and not _within(source.span(n), where)]
-        if not uses or not all(any(_within(u, r) for r in rewritten) for u in uses):
+        uses = [source.span(n) for n in loads if n.id == gate.name and not within(source.span(n), where)]
+        if not uses or not all(any(within(u, r) for r in rewritten) for u in uses):
             continue
-        inside = sorted((i for i in items if _within(i.span, where)), key=lambda i: i.span)
-        if not inside or any(i.suppressed for i in inside):
+        inside = sorted((i for i in items if within(i.span, where)), key=lambda i: i.span)
+        if not inside or any(i.suppressed or i.frozen for i in inside):
             continue
         for item in inside:
             item.edits.clear()
@@ -118,14 +283,6 @@ def _drop_spent_definitions(finder: Finder, items: list[Item]) -> None:
                              if isinstance(n, ast.Name) and n.id in finder.facts.imports]
         inside[0].fixed(f"removed: every use of {gate.name} was rewritten", ReplaceStatement(where, ""),
                         *construct_imports)
-
-
-def _residue(items: list[Item], region: Span | None) -> Item | None:
-    """The first finding left unfixed in ``region`` (the code a gate guards; None: the file)
-    that fails without CUDA: while it stays, so does that gate. Code elsewhere does not keep it."""
-    left = [i for i in items if i.blocks_cpu and (i.fix is None or i.suppressed)
-            and (region is None or _within(i.span, region))]
-    return min(left, key=lambda i: i.span, default=None)
 
 
 def _order(finding: Finding) -> tuple[int, int, str]:

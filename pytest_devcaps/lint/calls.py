@@ -28,6 +28,7 @@ class Host(Protocol):
     signatures: dict[str, list[str]]
     imports: dict[str, str]
     statements: list[ast.stmt]
+    instantiations: list[tuple[Item, str]]
 
     def cuda_object(self, node: ast.Call) -> bool: ...
 
@@ -70,6 +71,8 @@ def assign_roles(host: Host, node: ast.Call) -> None:
         host.roles[id(first)] = "move" if move else "device"
     elif last in rules.DEVICE_TYPE_FIRST_ARG:
         host.roles[id(first)] = "amp"
+    elif last in rules.DEVICE_TYPE_ARG:
+        host.roles[id(first)] = "type"
     elif last == "init_process_group":
         host.roles[id(first)] = "backend"
 
@@ -146,9 +149,29 @@ def cuda_call(host: Host, node: ast.Call, name: str) -> None:
 Fix = tuple[str, list[Edit]]
 
 
+def _device_index(host: Host, node: ast.Call) -> str | None:
+    """The index in ``set_device(f"cuda:{rank}")`` / ``set_device("cuda:1")`` (an index API
+    takes the index, not a device string)."""
+    if len(node.args) != 1 or node.keywords:
+        return None
+    arg = node.args[0]
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and rules.CUDA_LITERAL.match(arg.value):
+        return arg.value.split(":", 1)[1] if ":" in arg.value else None
+    if isinstance(arg, ast.JoinedStr) and len(arg.values) == 2 and isinstance(arg.values[0], ast.Constant) \
+            and arg.values[0].value == "cuda:" and isinstance(arg.values[1], ast.FormattedValue) \
+            and arg.values[1].conversion == -1 and arg.values[1].format_spec is None:
+        host.own(arg)
+        return host.source.segment(arg.values[1].value)
+    return None
+
+
 def _cuda_fix(host: Host, node: ast.Call, attr: str, entry: rules.CudaCall,
               context: DeviceContext | None) -> Fix | None:
     span = host.source.span(node)
+    index = _device_index(host, node) if attr in ("set_device", "set_device_index") and context is not None else None
+    if index is not None and context is not None:
+        code = f"torch.get_device_module({context.expr('device')}).set_device({index})"
+        return f"replaced by {code}", [ReplaceExpr(span, "Call", code), *host.param_edits(context)]
     if context is not None and context.fixtures and entry.test and host.source.target == "devcaps":
         return _fixture_fix(host, node, attr, entry, context)
     if attr in ("Stream", "Event") and host.cuda_object(node):
@@ -163,7 +186,7 @@ def _cuda_fix(host: Host, node: ast.Call, attr: str, entry: rules.CudaCall,
                  *(host.param_edits(context) if device else [])])
     if attr == "empty_cache":
         return _guarded_statement(host, node, "torch.accelerator.empty_cache()")
-    if attr in rules.CPU_MODULE_CALLS and context is not None and not context.source:
+    if attr in rules.CPU_MODULE_CALLS and context is not None:
         module = f"torch.get_device_module({context.expr('device')})"
         return (f"replaced by {module}.{attr}() (the device may be the CPU, where torch.accelerator raises)",
                 [EditCall(span, func=f"{module}.{attr}"), *host.param_edits(context)])
@@ -450,6 +473,8 @@ def only_for(host: Host, node: ast.Call) -> bool:
     item.fixed('replaced by except_for="cpu" (widens the tests from CUDA to every accelerator)'
                + ('; the class is marked hardware("accelerator")' if classified else ""),
                ReplaceExpr(host.source.span(node), "Call", code), *classified)
+    if node.args and isinstance(node.args[0], ast.Name):
+        host.instantiations.append((item, node.args[0].id))  # kept where the class is CUDA's (analyze)
     return True
 
 

@@ -7,6 +7,8 @@ atoms; :func:`pytest_devcaps.lint.items.decide` gives them their fix later.
 from __future__ import annotations
 
 import ast
+import re
+from dataclasses import replace
 from typing import Any, Callable, Literal
 
 from pytest_devcaps.lint import rules
@@ -50,10 +52,9 @@ class GateReader:
         self.constructs: list[Construct] = []
 
     def where(self, scope: Scope) -> dict[str, Any]:
-        """The target the construct is written for, and the code it guards: the decorated
-        function or class (a module gate guards the whole file)."""
-        region = None if scope.kind == "module" else self.source.span(scope.node)
-        return {"target": self.source.target, "region": region}
+        """The target the construct is written for, and the node it guards: the decorated
+        function or class (a module gate guards the whole file; ``analyze`` reads the region)."""
+        return {"target": self.source.target, "anchor": None if scope.kind == "module" else scope.node}
 
     def _atom_of(self, used: Uses) -> Callable[[ast.expr], Atom | None]:
         return lambda e: classify(e, used, in_condition=True) or generic_atom(e)
@@ -66,7 +67,8 @@ class GateReader:
             return None
         need = need_for(cond, holds, self._atom_of(scope))
         construct = Construct(kind, self.source.span(node), need, scope.key, scope.device_fixture, style,
-                              has_pytestmark=self.facts.has_pytestmark, **self.where(scope))
+                              has_pytestmark=self.facts.has_pytestmark, reason=reason_of(node),
+                              **self.where(scope))
         for atom in atoms:
             construct.own(atom_item(self.source, atom))
             self.owned.add(id(atom.node))
@@ -100,7 +102,11 @@ class GateReader:
 
     def _gate_decorator(self, decorator: ast.expr, call: ast.Call | None, rule: rules.DecoratorRule,
                         scope: Scope, device_type_class: bool) -> None:
-        need = _decorator_need(call, rule, scope)
+        need = _decorator_need(call, rule, scope, self.facts.constants)
+        if need is not None and rule.count_arg and need.accelerator and not need.blockers and _multiprocess(scope):
+            # a multi-process test: its world needs n ranks and a process-group backend for the
+            # device (on the CPU, ranks share it), which a device count does not say
+            need = replace(need, devices=0, accelerator=False, ranks=max(need.devices, 1))
         if need is None:
             return
         if rule.gate is rules.ONLY_CUDA and device_type_class and call is None:
@@ -122,25 +128,29 @@ class GateReader:
             construct.note_imports(call.func if call is not None else decorator, self.facts.imports)
             name = last_name(call.func if call is not None else decorator)
             if rule.count_arg and name == "skip_if_lt_x_gpu" and self.source.target == "torch":
-                construct.torch_form = text  # common_distributed's: CUDA, HPU and XPU alike
-                construct.imported = [i for i in construct.imported if i[1] != name]
+                # common_distributed's own gate (CUDA, HPU and XPU counts): torch has no
+                # decorator for "n ranks and a backend", so it stays as written, not "fixed"
+                construct.keep = ("PyTorch's own gate (common_distributed.skip_if_lt_x_gpu counts CUDA, "
+                                  "HPU and XPU devices); torch has no decorator for n ranks and a "
+                                  "process-group backend: keep it, or convert with --target devcaps")
+                construct.generic = True  # every accelerator it counts runs the test's code
             self.constructs.append(construct)
         if rule.device_type_only:
             construct.keep = KEEP_DEVICE_TYPE if device_type_class else (
                 "acts only in PyTorch's device-type tests; replace it by hand")
+            construct.generic = True  # it acts per device type: it keeps nothing on CUDA
         self.owned.add(id(decorator))
 
     def _only_accelerator(self, decorator: ast.expr, scope: Scope) -> None:
         """``@onlyCUDA`` in a device-type class -> ``@onlyAccelerator`` (common_device_type:
-        skips on cpu and meta), the campaign's rewrite; it widens the test to every accelerator."""
+        skips on cpu and meta), the campaign's rewrite; it widens the test to every accelerator,
+        so it is decided as any "needs CUDA" gate: only where nothing CUDA-only stays."""
         span = self.source.span(decorator)
-        construct = Construct("decorator", span, Need(), scope.key, False, "unittest", **self.where(scope))
-        item = construct.own(Item(span, "DC011", "`@onlyCUDA`: CUDA-only test decorator",
-                                  "@onlyAccelerator", "accelerator"))
-        unused = [RemoveUnusedImport(self.facts.imports["onlyCUDA"], "onlyCUDA")] if "onlyCUDA" in self.facts.imports else []
-        item.fixed("replaced by @onlyAccelerator (widens the test from CUDA to every accelerator)",
-                   ReplaceDecorator(span, ("onlyAccelerator",)), *unused)
-        construct.keep = "fixed"  # decided here, not by items.decide
+        construct = Construct("decorator", span, Need(accelerator=True, vendors=("cuda",)), scope.key, False,
+                              "unittest", replacement=("onlyAccelerator",), **self.where(scope))
+        construct.own(Item(span, "DC011", "`@onlyCUDA`: CUDA-only test decorator", "@onlyAccelerator", "accelerator"))
+        if "onlyCUDA" in self.facts.imports:
+            construct.imported.append((self.facts.imports["onlyCUDA"], "onlyCUDA"))
         self.constructs.append(construct)
         self.owned.add(id(decorator))
 
@@ -216,19 +226,78 @@ class GateReader:
                     construct.statement = self.source.span(statement)
 
 
+def reason_of(node: ast.AST) -> str | None:
+    """The reason text of a skip: ``skipIf(c, "why")``, ``skipif(c, reason="why")``, or the
+    message of the skip call an ``if <gate>:`` makes (``self.skipTest("why")``, ``raise
+    SkipTest("why")``, ``pytest.skip("why")``)."""
+    call: ast.AST | None = node
+    if isinstance(node, ast.If) and node.body:
+        first = node.body[-1]
+        call = first.exc if isinstance(first, ast.Raise) else first.value if isinstance(first, ast.Expr) else None
+    if not isinstance(call, ast.Call):
+        return None
+    values = [k.value for k in call.keywords if k.arg in ("reason", "msg")]
+    values += call.args[:1] if isinstance(node, ast.If) else call.args[1:2]  # skipTest(why) / skipIf(c, why)
+    for value in values:
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            return value.value
+        if isinstance(value, ast.JoinedStr):
+            return "".join(v.value for v in value.values if isinstance(v, ast.Constant) and isinstance(v.value, str))
+    return None
+
+
 def device_parametrize_of(node: ast.AST) -> ast.Call | None:
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return device_parametrize(node)
     return None
 
 
-def _decorator_need(call: ast.Call | None, rule: rules.DecoratorRule, used: Uses) -> Need | None:
+COUNT_KEYWORDS = ("gpu_count", "num_gpus", "n_gpus", "world_size", "x", "n", "count")
+MULTIPROCESS_BASE = re.compile(r"MultiProcess|MultiThread|FSDPTest|DTensor|Distributed|ProcessGroup|C10d|"
+                               r"Continuous|DistTest|DDP")
+
+
+def _multiprocess(scope: Scope) -> bool:
+    """The test is a method of a multi-process test class (a ``world_size`` of its own, or a
+    base class named like PyTorch's: MultiProcessTestCase, FSDPTest, DTensorTestBase...)."""
+    owner = scope.parent.node if scope.parent is not None else None
+    if not isinstance(owner, ast.ClassDef):
+        return False
+    bases = {last_name(b) for b in owner.bases}
+    return any(MULTIPROCESS_BASE.search(b) for b in bases) or any(_binds_world_size(s) for s in owner.body)
+
+
+def _binds_world_size(statement: ast.stmt) -> bool:
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return statement.name == "world_size"
+    targets = statement.targets if isinstance(statement, ast.Assign) else \
+        [statement.target] if isinstance(statement, ast.AnnAssign) else []
+    return any(isinstance(t, ast.Name) and t.id == "world_size" for t in targets)
+
+
+def _count(call: ast.Call | None, default: int | None, constants: dict[str, int]) -> int | None:
+    """The GPU count a decorator names: its first argument or count keyword (a literal or a
+    module constant such as ``_WORLD_SIZE = 2``), else ``default``."""
+    if call is None:
+        return default
+    value = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg in COUNT_KEYWORDS), None)
+    if value is None:
+        return default
+    if isinstance(value, ast.Constant) and type(value.value) is int:
+        return int(value.value)
+    if isinstance(value, ast.Name) and value.id in constants:
+        return constants[value.id]
+    return None
+
+
+def _decorator_need(call: ast.Call | None, rule: rules.DecoratorRule, used: Uses,
+                    constants: dict[str, int] | None = None) -> Need | None:
     need = resolve(rule.gate, used)
     if rule.count_arg:
-        count = call.args[0] if call is not None and call.args else None
-        if not (isinstance(count, ast.Constant) and isinstance(count.value, int)):
+        count = _count(call, rule.default_count, constants or {})
+        if count is None:
             return Need(blockers=("the GPU count is not a number here",))
-        return Need(accelerator=True, devices=count.value if count.value > 1 else 0)
+        return Need(accelerator=True, devices=count if count > 1 else 0)
     if rule.memory_arg:
         if call is None or not call.args:
             return None

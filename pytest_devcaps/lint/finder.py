@@ -45,6 +45,8 @@ class Finder(ast.NodeVisitor):
                                     fixtureless=source.target == "torch")]
         self.threaded = threaded
         self.plumbing: list[Edit] = []  # callers passing device= to threaded helpers
+        # only_for="cuda" rewritten to except_for="cpu": (its finding, the class it instantiates)
+        self.instantiations: list[tuple[Item, str]] = []
         self._call_parent: dict[int, ast.Call] = {}
         self.imports = self.facts.imports
         self.signatures = self.facts.signatures
@@ -203,14 +205,18 @@ class Finder(ast.NodeVisitor):
     def _atom(self, atom: Atom) -> None:
         item = atom_item(self.source, atom)
         item.suppressed = self.source.allowed(item.span.line, atom.code)
+        item.blocks_cpu = calls_cuda(atom.node)  # get_device_capability() raises off CUDA
         self.items.append(item)
         self.own(atom.node)
         self.aliases.blocked_use(atom.node)
         need = atom.when_true
         if need.accelerator and not (need.capabilities or need.any_of or need.devices or need.blockers):
-            region = None if self.scope.kind == "module" else self.source.span(self.scope.node)
+            statement = self.statements[-1] if self.statements else None
+            guard = statement if isinstance(statement, ast.If) and any(
+                n is atom.node for n in ast.walk(statement.test)) else None
             construct = Construct("expr", item.span, need, None, False, "pytest",
-                                  node_class=type(atom.node).__name__, target=self.source.target, region=region)
+                                  node_class=type(atom.node).__name__, target=self.source.target,
+                                  anchor=None if self.scope.kind == "module" else self.scope.node, guard=guard)
             vendor = self.vendor_keyed(atom.node)
             if vendor:
                 construct.keep = vendor
@@ -269,6 +275,8 @@ class Finder(ast.NodeVisitor):
             self._atom(atom)
             return
         name = dotted(node.func)
+        if last_name(node.func) == "assertTrue" and node.args:
+            self._asserts_on_cuda(node.args[0])
         if last_name(node.func) == "instantiate_device_type_tests":
             calls.only_for(self, node)
         calls.assign_roles(self, node)
@@ -303,7 +311,17 @@ class Finder(ast.NodeVisitor):
             self._atom(atom)
             return
         name = dotted(node)
-        if name.startswith(("torch.backends.cuda.", "torch.backends.cudnn.")) or name in (
+        if name.startswith(rules.CUDA_PRIVATE_PREFIXES):
+            item = self.add(node, "DC004", f"`{name}` is a private CUDA binding", rules.CUDA_PRIVATE_USE, "cuda",
+                            blocks=True)
+            item.why = "the test is about CUDA itself"
+            self.own(node)
+        elif node.attr in rules.CUDA_OBJECT_ATTRIBUTES and not name.startswith("torch."):
+            item = self.add(node, "DC004", f"`.{node.attr}` is an attribute of CUDA's own stream/event objects",
+                            "torch.Stream / torch.Event without their CUDA handles", "cuda", blocks=True)
+            item.why = "a CUDA handle has no other device's counterpart"
+            self.generic_visit(node)
+        elif name.startswith(("torch.backends.cuda.", "torch.backends.cudnn.")) or name in (
                 "torch.backends.cuda", "torch.backends.cudnn"):
             calls.settings(self, node, name)
         elif name == "torch.cuda" or name.startswith("torch.cuda."):
@@ -346,19 +364,24 @@ class Finder(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Assert(self, node: ast.Assert) -> None:
+        self._asserts_on_cuda(node.test)
+        self.generic_visit(node)
+
+    def _asserts_on_cuda(self, test: ast.expr) -> bool:
+        """``assert x.is_cuda`` / ``self.assertTrue(x.is_cuda)`` / ``assert x.device.type ==
+        "cuda"``: "on the test's device" (device.type, device_type, self.device_type)."""
         context = self.context()
-        found = _assert_rewrite(node.test, context) if context and context.typed else None
+        found = _assert_rewrite(test, context) if context is not None else None
         if found is None or context is None:
-            self.generic_visit(node)
-            return
+            return False
         target, kind, code = found
-        item = self.add(node.test, "DC003", "asserts the result is on CUDA", "the test's device (device.type)",
+        item = self.add(test, "DC003", "asserts the result is on CUDA", "the test's device (device.type)",
                         "accelerator")
         item.fixed(f"now asserts the test's device ({code})",
                    ReplaceExpr(self.source.span(target), kind, code), *self.param_edits(context))
         self.own(target)
-        self.handled.add(id(node.test))  # read, not reported again; what is inside still is
-        self.generic_visit(node)
+        self.handled.add(id(test))  # read, not reported again; what is inside still is
+        return True
 
     def visit_Return(self, node: ast.Return) -> None:
         function = self.scope.node
@@ -366,6 +389,23 @@ class Finder(ast.NodeVisitor):
                 and rules.DEVICE_NAME.search(function.name):
             calls.mark_named(self, node.value, "named")
         self.generic_visit(node)
+
+
+# torch.cuda functions that answer on any machine (False, 0) rather than raise without CUDA.
+HARMLESS_CUDA_CALLS = frozenset({"torch.cuda.is_available", "torch.cuda.device_count", "torch.cuda.is_initialized",
+                                 "torch.cuda.is_bf16_supported", "torch.cuda.is_tf32_supported"})
+
+
+def calls_cuda(node: ast.AST) -> bool:
+    """``node`` calls into CUDA's runtime (``torch.cuda.get_device_capability()``), which raises
+    or answers for CUDA alone where there is none."""
+    for child in ast.walk(node):
+        if isinstance(child, ast.Call):
+            name = dotted(child.func)
+            if (name.startswith("torch.cuda.") and name not in HARMLESS_CUDA_CALLS) or \
+                    name.startswith(rules.CUDA_PRIVATE_PREFIXES):
+                return True
+    return False
 
 
 def _pins_memory(node: ast.Call, name: str) -> bool:

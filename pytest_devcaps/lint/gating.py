@@ -289,14 +289,25 @@ def _skip_condition(value: ast.expr) -> tuple[ast.expr, bool] | None:
     return args[0], not skip
 
 
-_GENERIC_AVAILABILITY = re.compile(r"^torch\.(?:accelerator|xpu|mps|hpu|npu|mtia|backends\.mps)\.is_available$")
+_GENERIC_AVAILABILITY = re.compile(r"^torch\.(accelerator|xpu|mps|hpu|npu|mtia|backends\.mps)\.is_available$")
 
 
 def generic_atom(node: ast.expr) -> Atom | None:
-    """``torch.accelerator.is_available()`` and other vendors' checks: not findings, but a
-    condition made of them and real gates still reads as one requirement."""
-    if isinstance(node, ast.Call) and _GENERIC_AVAILABILITY.match(dotted(node.func)):
-        return Atom(node, "", dotted(node.func) + "()", "", None, Need(accelerator=True), Need(qualifier=True))
+    """``torch.accelerator.is_available()``, other vendors' checks (``torch.xpu.is_available()``)
+    and PyTorch's flags for them (``TEST_XPU``): not findings, but a condition made of them and
+    real gates still reads as one requirement, keeping the device types it names."""
+    if isinstance(node, ast.Call):
+        match = _GENERIC_AVAILABILITY.match(dotted(node.func))
+        if match is None:
+            return None
+        vendor = match.group(1).removeprefix("backends.")
+        vendors = () if vendor == "accelerator" else (vendor,)
+        return Atom(node, "", dotted(node.func) + "()", "", None, Need(accelerator=True, vendors=vendors),
+                    Need(qualifier=True))
+    name = last_name(node) if isinstance(node, (ast.Name, ast.Attribute)) else ""
+    if name in rules.OTHER_VENDOR_FLAGS:
+        return Atom(node, "", name, "", None, Need(accelerator=True, vendors=(rules.OTHER_VENDOR_FLAGS[name],)),
+                    Need(qualifier=True))
     return None
 
 
@@ -429,7 +440,9 @@ def either(needs: list[Need]) -> Need:
             return Need(blockers=("an 'or' of requirements no single mark expresses",), hardware=hardware)
         options.extend(alternatives)
     if not options:
-        return Need(accelerator=True, hardware=hardware)
+        named = [n.vendors for n in real]
+        vendors = tuple(sorted({v for group in named for v in group})) if all(named) else ()
+        return Need(accelerator=True, hardware=hardware, vendors=vendors)
     return Need(any_of=(tuple(dict.fromkeys(options)),), hardware=hardware)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from pytest_devcaps.lint.scopes import fixture_scope, parameters
 
@@ -27,16 +27,18 @@ class Owner:
     helper: bool
 
 
-def _owners(tree: ast.Module) -> Iterator[Owner]:
+def _owners(tree: ast.Module, without_device: Callable[[ast.AST], bool]) -> Iterator[Owner]:
     for statement in tree.body:
         if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            yield Owner(statement.name, statement, _takes_device(statement, pytest_style=True), True)
+            yield Owner(statement.name, statement, _takes_device(statement, pytest_style=True)
+                        and not without_device(statement), True)
         elif isinstance(statement, ast.ClassDef):
             pytest_style = statement.name.startswith("Test") and not statement.bases
             for member in statement.body:
                 if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     yield Owner(f"{statement.name}.{member.name}", member,
-                                _takes_device(member, pytest_style=pytest_style), False)
+                                _takes_device(member, pytest_style=pytest_style) and not without_device(member),
+                                False)
 
 
 def _takes_device(function: Function, *, pytest_style: bool) -> bool:
@@ -55,9 +57,11 @@ def _calls(owner: Owner, names: set[str]) -> Iterator[tuple[str, bool]]:
             yield node.id, id(node) in plain
 
 
-def threadable(tree: ast.Module, needing: Iterable[str], exclude: Iterable[str] = ()) -> frozenset[str]:
-    """The helpers (by name) to give a ``device`` parameter, from those whose code needs one."""
-    owners = {o.name: o for o in _owners(tree)}
+def threadable(tree: ast.Module, needing: Iterable[str], exclude: Iterable[str] = (),
+               without_device: Callable[[ast.AST], bool] = lambda node: False) -> frozenset[str]:
+    """The helpers (by name) to give a ``device`` parameter, from those whose code needs one;
+    ``without_device``: functions that cannot lend one (a test a kept gate holds as it was)."""
+    owners = {o.name: o for o in _owners(tree, without_device)}
     helpers = {n for n, o in owners.items() if o.helper and not o.has_device} - set(exclude)
     uses: dict[str, list[tuple[str, bool]]] = {n: [] for n in helpers}
     for owner in owners.values():

@@ -8,6 +8,7 @@ atoms are fixed together, decided once the whole file has been read (:func:`deci
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -15,12 +16,22 @@ from pytest_devcaps.lint.records import (
     AddMarks, Edit, Finding, Hardware, Need, RemoveUnusedImport, ReplaceDecorator, ReplaceExpr, ReplaceStatement,
     ScopeKey, Span,
 )
+from pytest_devcaps.lint import rules
 from pytest_devcaps.lint.rules import ACCELERATOR_AVAILABLE
 
 ACCELERATOR_SKIP = {
     "pytest": f'pytest.mark.skipif(not {ACCELERATOR_AVAILABLE}, reason="needs an accelerator")',
     "unittest": f'unittest.skipIf(not {ACCELERATOR_AVAILABLE}, "needs an accelerator")',
 }
+
+
+@dataclass(frozen=True)
+class Residue:
+    """Code that stays CUDA-only after the rewrite (a finding left unfixed, a CUDA-only library
+    call): a gate whose region holds one is kept."""
+
+    span: Span
+    what: str
 
 
 @dataclass
@@ -37,6 +48,30 @@ class Item:
     suppressed: bool = False
     why: str | None = None  # why it is left, when it is
     helper: str | None = None  # the module-level helper function it is in
+    held: str | None = None  # why a kept gate holds it as it is (None: its own ``why`` says)
+    frozen: bool = False  # held as it is by a kept gate, whatever its own fix was
+
+    @property
+    def residue(self) -> Residue | None:
+        """This finding as CUDA-only code left behind (None: fixed, or harmless off CUDA)."""
+        if not self.blocks_cpu or (self.fix is not None and not self.suppressed):
+            return None
+        return Residue(self.span, self.code + (" " + self.label if self.label else ""))
+
+    @property
+    def label(self) -> str:
+        """The code the finding quotes (``torch.cuda.Stream()``), shortened."""
+        match = re.search(r"`[^`]{1,60}`", self.message)
+        return match.group(0) if match else ""
+
+    def hold(self, why: str) -> None:
+        """Leave this finding as it is: a kept gate holds its code (its own reason, where it
+        had one for staying, is the one it gives)."""
+        if self.fix is not None or not self.why:
+            self.held = why
+        self.frozen = True
+        self.fix = None
+        self.edits.clear()
 
     def fixed(self, fix: str, *edits: Edit) -> Item:
         self.fix = fix
@@ -44,7 +79,8 @@ class Item:
         return self
 
     def finding(self, path: str) -> Finding:
-        message = self.message if self.fix is not None or not self.why else f"{self.message}; not fixed: {self.why}"
+        why = self.held or self.why
+        message = self.message if self.fix is not None or not why else f"{self.message}; not fixed: {why}"
         return Finding(path, self.span.line, self.span.col + 1, self.code, message, self.use, self.fix,
                        self.hardware)
 
@@ -68,12 +104,32 @@ class Construct:
     node_class: str = ""
     imported: list[tuple[str, str]] = field(default_factory=list)
     target: str = "devcaps"
-    region: Span | None = None  # the code the gate guards (None: the whole file)
+    # what the gate guards (lint.regions): ``anchor`` is the node it sits on (a function, a class,
+    # None: the module), ``guard`` the ``if`` whose condition it is (a gate in code); ``region``
+    # is everything that runs through it (the anchor, its fixtures, setUp, the helpers it
+    # calls), ``anchors`` the anchor alone (None: the whole file). Set by ``analyze``.
+    anchor: ast.AST | None = None
+    guard: ast.If | None = None
+    region: tuple[Span, ...] | None = None
+    anchors: tuple[Span, ...] | None = None
+    reason: str | None = None  # the skip's reason text, as the author wrote it
     # an in-test skip of a TestCase method: its condition (span, ast class), and whether only
     # docstrings and other skips come before it (then marks may move to the method)
     condition: tuple[Span, str] | None = None
     leading: bool = False
-    torch_form: str | None = None  # the decorator as written, where it is already torch's own gate
+    # kept, but not CUDA's: it acts per device type or counts every accelerator (the code it
+    # guards is rewritten as any other)
+    generic: bool = False
+    replacement: tuple[str, ...] | None = None  # the decorators it becomes (None: from its need)
+
+    @property
+    def restricts(self) -> bool:
+        """Holding, the gate lets the code it guards run on CUDA (or some accelerators) only:
+        kept, it keeps that code off every other device (an exclusion such as skipIfRocm runs
+        it everywhere else, and restricts nothing)."""
+        need = self.need
+        return not self.generic and bool(need.accelerator or need.marks or
+                                         need.hardware in ("accelerator", "cuda", "nvidia", "amd"))
 
     def own(self, item: Item) -> Item:
         item.construct = self
@@ -87,7 +143,7 @@ class Construct:
                 self.imported.append((imports[child.id], child.id))
 
 
-def _why_kept(construct: Construct, residue: Item | None) -> str | None:
+def _why_kept(construct: Construct, residue: Residue | None) -> str | None:
     need = construct.need
     if construct.keep:
         return construct.keep
@@ -95,8 +151,16 @@ def _why_kept(construct: Construct, residue: Item | None) -> str | None:
         return need.blockers[0]
     if need.qualifier:
         return "it only says where CUDA is absent"
-    if need.accelerator and residue is not None:
-        return f"line {residue.span.line} still needs CUDA ({residue.code}); fix that first"
+    if need.accelerator and len(need.vendors) > 1:
+        return (f"it names the device types {', '.join(need.vendors)}: that set is the author's; "
+                "a person decides whether every accelerator runs it")
+    if construct.reason and not (need.capabilities or need.any_of or need.memory) and \
+            rules.vendor_specific(construct.reason):
+        construct.need = replace(need, hardware="cuda")
+        return (f"its reason says the test is vendor-specific ({construct.reason!r}): a person decides "
+                "whether other accelerators run it")
+    if residue is not None and (need.accelerator or need.marks):
+        return f"line {residue.span.line} is CUDA-only ({residue.what}); while it stays, so does the gate"
     if need.accelerator and not construct.device_fixture and construct.kind == "statement" \
             and construct.condition is None:
         return "an in-test skip outside a pytest test; keep it"
@@ -106,10 +170,10 @@ def _why_kept(construct: Construct, residue: Item | None) -> str | None:
     return None
 
 
-def decide(construct: Construct, residue: Item | None) -> None:
-    """Give the construct's atoms their edit (on the first) or say why they stay."""
+def decide(construct: Construct, residue: Residue | None) -> str | None:
+    """Give the construct's atoms their edit (on the first) or say why they stay (returned)."""
     if construct.keep == "fixed":
-        return
+        return None
     why = _why_kept(construct, residue)
     edits: list[Edit] = []
     if why is None:
@@ -119,10 +183,14 @@ def decide(construct: Construct, residue: Item | None) -> None:
         for item in construct.items:
             item.why = why
             item.hardware = construct.need.hardware or item.hardware
-        return
+            item.fix = None
+            item.edits.clear()
+        return why
     marks = construct.need.render()
     what = ("@" + ", @".join(marks)) if marks else "nothing (the device fixture runs the test on every device)"
-    if construct.kind == "expr":
+    if construct.replacement is not None:
+        what = "@" + ", @".join(construct.replacement) + " (widens the test from CUDA to every accelerator)"
+    elif construct.kind == "expr":
         what = ACCELERATOR_AVAILABLE
     elif construct.need.accelerator and not construct.device_fixture and not marks:
         what = "an accelerator check (torch.accelerator.is_available())"
@@ -130,6 +198,7 @@ def decide(construct: Construct, residue: Item | None) -> None:
     head.fixed(f"replaced by {what}", *edits)
     for item in construct.items[1:]:
         item.fix = f"fixed with line {head.span.line}"
+    return None
 
 
 def mark_decorators(need: Need, unittest_style: bool, target: str) -> tuple[str, ...] | None:
@@ -155,8 +224,6 @@ def _render(construct: Construct, need: Need) -> tuple[list[str], str | None]:
     if construct.target == "devcaps":
         return list(need.render("" if construct.style == "unittest" and construct.kind == "decorator"
                                 else "pytest.mark.")), None
-    if construct.torch_form is not None and not need.capabilities and not need.memory:
-        return [construct.torch_form], None  # skip_if_lt_x_gpu(n): torch's own, for every accelerator
     found = mark_decorators(need, True, "torch")
     if found is None:
         wanted = ", ".join(need.render(""))
@@ -177,6 +244,8 @@ def _edits(construct: Construct) -> tuple[list[Edit], str | None]:
     accelerator = construct.need.accelerator and not construct.device_fixture and not marks
     if construct.kind == "expr":
         return [ReplaceExpr(construct.span, construct.node_class, ACCELERATOR_AVAILABLE)], None
+    if construct.replacement is not None:
+        return [ReplaceDecorator(construct.span, construct.replacement)], None
     if construct.kind == "decorator":
         extra = [ACCELERATOR_SKIP[construct.style]] if accelerator else []
         return [ReplaceDecorator(construct.span, tuple(marks + extra))], None

@@ -66,6 +66,13 @@ class Need:
     blockers: tuple[str, ...] = ()
     hardware: Hardware | None = None
     native: bool = False  # the hardware must do it (an sm_89 fp8 gate), emulation does not count
+    # the device types an availability gate names (TEST_CUDA: cuda; torch.xpu.is_available(): xpu);
+    # () where it says "any accelerator". Two or more is a set the author chose (TEST_CUDA or
+    # TEST_XPU): it is kept, never widened to every accelerator.
+    vendors: tuple[str, ...] = ()
+    # ranks a multi-process test's world needs (skip_if_lt_x_gpu(n) on a MultiProcessTestCase):
+    # n ranks and a process-group backend for the device, which on the CPU share the device
+    ranks: int = 0
 
     def __and__(self, other: Need) -> Need:
         return Need(
@@ -77,12 +84,14 @@ class Need:
             blockers=_unique(self.blockers + other.blockers),
             hardware=_stricter(self.hardware, other.hardware),
             native=self.native or other.native,
+            vendors=tuple(sorted(set(self.vendors) | set(other.vendors))),
+            ranks=max(self.ranks, other.ranks),
         )
 
     @property
     def marks(self) -> bool:
         """True when the need becomes at least one mark."""
-        return bool(self.capabilities or self.any_of or self.devices > 1 or self.memory)
+        return bool(self.capabilities or self.any_of or self.devices > 1 or self.memory or self.ranks)
 
     @property
     def convertible(self) -> bool:
@@ -104,6 +113,8 @@ class Need:
                      for g in groups)
         if self.devices > 1:
             marks.append(f"{prefix}requires_devices({self.devices})")
+        if self.ranks:
+            marks.append(f"{prefix}requires_ranks({self.ranks})")
         if self.memory:
             marks.append(f"{prefix}requires_memory({_quote(self.memory)})")
         return tuple(marks)

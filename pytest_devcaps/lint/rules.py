@@ -82,6 +82,10 @@ DEVICE_SELECTION_KEYWORDS = frozenset({"only_for", "except_for", "allowed_device
 DEVICE_FIRST_ARG = frozenset({"to", "device", "get_device_module", "Generator", "pin_memory"})
 DEVICE_TYPE_FIRST_ARG = frozenset({"autocast", "GradScaler", "get_autocast_dtype", "is_autocast_enabled",
                                    "set_autocast_enabled", "get_autocast_gpu_dtype"})
+# Distributed APIs whose first positional argument is a device type (torch 2.13:
+# torch/distributed/device_mesh.py init_device_mesh(device_type, mesh_shape, ...) and
+# DeviceMesh(device_type, mesh, ...); distributed_c10d.get_default_backend_for_device(device)).
+DEVICE_TYPE_ARG = frozenset({"init_device_mesh", "DeviceMesh", "get_default_backend_for_device"})
 # Names imported from PyTorch's test utilities that stand for the GPU device (type).
 EXTERNAL_DEVICE_NAMES: dict[str, str] = {"GPU_TYPE": "str", "CUDA_DEVICE": "device"}
 # What replaces a device/device type when the test has the ``device`` fixture (a torch.device)
@@ -170,6 +174,14 @@ def _blocked(why: str, hardware: Hardware | None) -> Need:
 
 
 ACCELERATOR = Need(accelerator=True)
+# "CUDA is available": widened to "an accelerator" where nothing else in the region is CUDA's;
+# next to another vendor's check (TEST_CUDA or TEST_XPU) it is that set of device types, kept.
+CUDA_NEED = Need(accelerator=True, vendors=("cuda",))
+# PyTorch's common_utils flags for other device types (torch 2.13 common_utils.py: TEST_XPU,
+# TEST_MPS, TEST_HPU, TEST_PRIVATEUSE1): not findings; they name a device type in a condition.
+OTHER_VENDOR_FLAGS: dict[str, str] = {"TEST_XPU": "xpu", "TEST_MPS": "mps", "TEST_HPU": "hpu",
+                                      "TEST_PRIVATEUSE1": "privateuse1", "TEST_MTIA": "mtia",
+                                      "TEST_NPU": "npu", "HAS_XPU": "xpu", "HAS_MPS": "mps"}
 
 FP8_NAMES = frozenset({"float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "fp8",
                        "float8", "Float8Linear", "Float8Tensor", "Float8LinearConfig", "e4m3_type",
@@ -232,37 +244,42 @@ def sm_gate(level: int, source: Catalogue | None = None) -> Gate:
 
 @functools.lru_cache(maxsize=256)
 def _sm_gate(level: int, source: Catalogue) -> Gate:
+    """A gate maps to a capability only where the rules' threshold for it is the gate's own
+    level (``is_sm_at_least_90()`` is not fp8, whose rule is sm_89: an L4 has fp8 and fails
+    the gate); otherwise it stays, naming the nearest threshold below."""
     view = smlevels.sm_level(level, source)
     native = view.native & NATIVE_WHEN_GATED
     label = f"sm_{level}+"
     by_use = tuple(ranked for group, table in enumerate(SM_USES) for entry in table
                    if (ranked := _ranked(entry, group, view, native)) is not None)
-    if not view.candidates:
-        return Gate("DC006", label, _blocked(f"{label}: no capability names it", "nvidia"),
-                    "a capability for what the test needs", by_use, union=True, hardware="nvidia")
+    if view.step != level:
+        below = (f"the nearest threshold below is sm_{view.step}: {', '.join(view.candidates)}"
+                 if view.step is not None else "no capability is gated below it either")
+        return Gate("DC006", label, _blocked(
+            f"{label}: no capability's rule is sm_{level} ({below}); keep the gate, or name a capability "
+            f"whose rule is sm_{level}", "nvidia"),
+            "a capability whose rule is the gate's level", by_use, union=True, hardware="nvidia")
     use = "requires_capability(" + " | ".join(f"'{c}'" for c in view.candidates) + ")"
-    previous = sorted(c for c, rise in view.gated.items() if rise == view.previous)
-    below = f"; the step below, sm_{view.previous}: {', '.join(previous)}" if previous else ""
     default = next((c for c in SM_SILENT_DEFAULTS if c in view.candidates), None)
     if default is not None:
-        return Gate("DC006", label, native_where_emulable(_caps(default), native), use, by_use,
-                    union=True, floor=view.step or 0)
+        return Gate("DC006", label, native_where_emulable(_caps(default), native), use, by_use, union=True)
     return Gate("DC006", label, _blocked(
-        f"{label}: name what the test needs (what the rules tie to sm_{view.step}: "
-        f"{', '.join(view.candidates)}{below}; a feature no capability names keeps the gate)", "nvidia"),
-        use + (f", or one step below: requires_capability({' | '.join(repr(c) for c in previous)})"
-               if previous else ""), by_use, union=True, floor=view.previous or 0)
+        f"{label}: name what the test needs (what the rules tie to sm_{level}: "
+        f"{', '.join(view.candidates)}; a feature no capability names keeps the gate)", "nvidia"),
+        use, by_use, union=True)
 
 
 def _ranked(entry: ByUse, group: int, view: smlevels.SmLevel, native: frozenset[str]) -> ByUse | None:
-    """``entry`` if the rules make its capabilities depend on ``view``'s level (of an
-    ``any_of``, one member is enough), ranked by the highest rise among them."""
+    """``entry`` if the rules make its capabilities depend on the SM level and the highest of
+    their thresholds is ``view``'s level (of an ``any_of``, one member is enough)."""
     need = entry.need
     if not all(c in view.gated for c in need.capabilities) or \
             not all(any(c in view.gated for c in options) for options in need.any_of):
         return None
     rank = max(view.gated[c] for c in (*need.capabilities, *(c for o in need.any_of for c in o))
                if c in view.gated)
+    if rank != view.level:
+        return None
     return ByUse(entry.names, native_where_emulable(need, native), group, rank)
 
 
@@ -331,7 +348,7 @@ AVAILABILITY_USE = ("the device fixture (the test runs on every device), torch.a
 
 
 def _availability(label: str, extra: Need = Need()) -> Gate:
-    return Gate("DC001", label, ACCELERATOR & extra, AVAILABILITY_USE)
+    return Gate("DC001", label, CUDA_NEED & extra, AVAILABILITY_USE)
 
 
 def _devices(label: str, count: int) -> Gate:
@@ -411,6 +428,7 @@ class DecoratorRule:
     memory_arg: bool = False    # largeTensorTest("40GB", "cuda"): the first argument is a size
     device_type_only: bool = False   # common_device_type decorators: keep as they are
     condition_arg: bool = False      # skipCUDAIf(cond, reason): like skipIf, but CUDA-scoped
+    default_count: int | None = None  # the count when none is written (torchtune's gpu_test(): 1)
 
 
 ONLY_CUDA = Gate("DC011", "onlyCUDA", _blocked("runs only on CUDA", "cuda"),
@@ -439,8 +457,14 @@ DECORATORS: dict[str, DecoratorRule] = {
         "skip_if_rocm_multiprocess", "skip_if_rocm_arch_multiprocess", "skipIfRocmVersionAndArch")},
     **{n: DecoratorRule(_availability(n)) for n in (
         "require_torch_gpu", "require_cuda", "requires_cuda", "requires_gpu", "skip_if_no_gpu",
-        "require_cuda_or_xpu", "require_cuda_or_hpu", "require_gpu", "requires_cuda_graph", "skip_if_no_cuda",
-        "skipIfNoCuda", "cuda_only", "gpu_only", "needs_cuda", "requires_cuda_p2p_access")},
+        "require_gpu", "skip_if_no_cuda", "skipIfNoCuda", "cuda_only", "gpu_only", "needs_cuda")},
+    # accelerate's test_utils/testing.py: a set of device types by name (kept, never widened)
+    "require_cuda_or_xpu": DecoratorRule(_availability("require_cuda_or_xpu", Need(vendors=("cuda", "xpu")))),
+    "require_cuda_or_hpu": DecoratorRule(_availability("require_cuda_or_hpu", Need(vendors=("cuda", "hpu")))),
+    "requires_cuda_graph": DecoratorRule(_availability("requires_cuda_graph", _caps("runtime.graphs"))),
+    "requires_cuda_p2p_access": DecoratorRule(Gate("DC001", "requires_cuda_p2p_access",
+                                                   _blocked("CUDA peer-to-peer access between GPUs", "cuda"),
+                                                   "keep it: peer access is CUDA's", hardware="cuda")),
     "requires_cuda_and_triton": DecoratorRule(_availability("requires_cuda_and_triton", _caps("compile.triton"))),
     "requires_triton_and_cuda": DecoratorRule(_availability("requires_triton_and_cuda", _caps("compile.triton"))),
     "require_torch_bf16_gpu": DecoratorRule(_availability("require_torch_bf16_gpu", _caps("dtype.bf16"))),
@@ -454,6 +478,8 @@ DECORATORS: dict[str, DecoratorRule] = {
     "skip_if_lt_x_gpu": DecoratorRule(_devices("skip_if_lt_x_gpu", 2), count_arg=True),
     "require_n_gpus_for_nccl_backend": DecoratorRule(_devices("require_n_gpus_for_nccl_backend", 2),
                                                      count_arg=True),
+    # torchtune's tests/test_utils.py gpu_test(gpu_count=1): skips with fewer CUDA devices
+    "gpu_test": DecoratorRule(_devices("gpu_test", 1), count_arg=True, default_count=1),
     **{n: DecoratorRule(Gate("DC005", n, _blocked(f"{n}: an upper bound on GPUs", None),
                              "requires_devices(n) for a lower bound; an upper bound has no mark",
                              hardware=None))
@@ -557,6 +583,20 @@ CUDA_CALLS: dict[str, CudaCall] = {
     "set_device_index": _accelerator("set_device_index"),
 }
 DEFAULT_CUDA_CALL = CudaCall("torch.accelerator, or the device_runtime fixture")
+# torch's private CUDA bindings (torch/csrc/cuda/Module.cpp: torch._C._cuda_hasPrimaryContext,
+# _cuda_getDeviceCount...; NCCL, cuDNN, NVTX): code that calls them is about CUDA itself.
+CUDA_PRIVATE_PREFIXES = ("torch._C._cuda", "torch._C._nccl", "torch._C._cudnn", "torch._C._nvtx",
+                         "torch._C._cudart", "torch._C._cuda_")
+CUDA_PRIVATE_USE = "keep the test CUDA-only: a private CUDA binding has no other device's counterpart"
+# Libraries that run on NVIDIA (or CUDA/ROCm) GPUs only: code that calls them stays CUDA's, so
+# the gate in front of it stays (not findings: nothing here is a device check to rewrite).
+CUDA_ONLY_LIBRARIES: dict[str, str] = {
+    "flash_attn": "flash-attention (CUDA/ROCm kernels)", "apex": "NVIDIA Apex", "amp_C": "NVIDIA Apex",
+    "fused_layer_norm_cuda": "NVIDIA Apex", "bitsandbytes": "bitsandbytes", "xformers": "xFormers",
+    "cupy": "CuPy", "pynvml": "NVML", "nvidia_smi": "NVML", "transformer_engine": "Transformer Engine",
+    "tensorrt": "TensorRT", "torch_tensorrt": "Torch-TensorRT", "cutlass": "CUTLASS", "pycuda": "PyCUDA",
+    "cuda": "CUDA Python", "nvtx": "NVTX", "triton_dist": "Triton-distributed", "deep_gemm": "DeepGEMM",
+}
 # torch.cuda functions torch.cpu has too (torch 2.13 torch/cpu/__init__.py: set_device and
 # synchronize are no-ops there, current_device is "cpu"): where the device comes from a fixture
 # or a parameter it may be the CPU, on which every torch.accelerator function but
@@ -587,6 +627,31 @@ SETTINGS_USE: dict[str, str] = {
     "allow_bf16_reduced_precision_reduction": "a CUDA-only matmul setting: set it only when device.type == 'cuda'",
 }
 DEFAULT_SETTINGS_USE = "a device-generic setting (torch.backends.fp32_precision, torch.use_deterministic_algorithms)"
+
+# ------------------------------------------------------------------------------------------
+# A skip's reason that says the test is vendor-specific: the gate keeps its vendor and its text.
+# "CUDA not available" or "requires CUDA" restates the gate (widened like the gate); "only works
+# for CUDA", "CUDA-specific", "requires CUDA or XPU" (a set the author named), "CUDA 12.4", a
+# CUDA-only library or another vendor named say why other devices do not run it.
+
+_VENDOR = r"cuda|nvidia|rocm|hip|amd|xpu|intel|mps|apple|metal|hpu|gaudi|habana|npu|ascend|mtia|tpu"
+_OTHER_VENDOR = r"rocm|hip|amd|xpu|intel|mps|apple|metal|hpu|gaudi|habana|npu|ascend|mtia|tpu"
+VENDOR_REASON = re.compile(
+    rf"\b(?:only|solely|exclusively)\b\W+(?:\w+\W+){{0,4}}?(?:{_VENDOR})\b"
+    rf"|\b(?:{_VENDOR})\b[\s-]*(?:only|specific|exclusive)\b"
+    rf"|\bspecific\s+to\s+(?:\w+\s+){{0,2}}?(?:{_VENDOR})\b"
+    rf"|\b(?:{_VENDOR})\b\s*(?:,|/|\bor\b|\band\b)\s*(?:{_VENDOR})\b"
+    rf"|\b(?:cuda|rocm|hip)\s*(?:version\s*)?[<>=]*\s*\d+(?:\.\d+)?"
+    rf"|\b(?:{_OTHER_VENDOR})\b"
+    r"|\b(?:bitsandbytes|apex|flash[-_ ]?attn|flash[-_ ]?attention\s*\d|xformers|cudnn|cublas(?:lt)?|cusparse"
+    r"|cusolver|cufft|curand|cutlass|nccl|nvml|nvtx|tensorrt|transformer[-_ ]?engine|jiterator|cupy)\b",
+    re.IGNORECASE)
+
+
+def vendor_specific(reason: str) -> bool:
+    """The author's reason says why the test is one vendor's (see :data:`VENDOR_REASON`)."""
+    return VENDOR_REASON.search(reason) is not None
+
 
 PINNED_MEMORY = "runtime.pinned_memory"
 DIST_USE = "the dist_backend fixture, or dist.get_default_backend_for_device(device)"

@@ -215,6 +215,19 @@ class ModuleFacts:
             if isinstance(node, ast.ClassDef) and _has_bases(node):
                 self.testcase_classes.add(node.name)
         self.local_gates = local_gates(tree)
+        # module-level integer constants (``_WORLD_SIZE = 2``): a count a gate names by name
+        counts: dict[str, int] = {}
+        self.constants: dict[str, int] = {}
+        for statement in tree.body:
+            if isinstance(statement, (ast.Assign, ast.AnnAssign)):
+                targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+                for target in targets:
+                    if isinstance(target, ast.Name):
+                        counts[target.id] = counts.get(target.id, 0) + 1
+                        value = statement.value
+                        if isinstance(value, ast.Constant) and type(value.value) is int:
+                            self.constants[target.id] = value.value
+        self.constants = {k: v for k, v in self.constants.items() if counts[k] == 1}
         # module-level functions: their parameter names say which arguments are devices
         functions = [s for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
         self.signatures = {f.name: [a.arg for a in (*f.args.posonlyargs, *f.args.args)] for f in functions}

@@ -37,10 +37,13 @@ def method(line: str, gate: str = "") -> str:
 # -- one rule at a time ------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("cuda", "accelerator"), [
-    ("torch.cuda.synchronize()", "torch.accelerator.synchronize()"),
+    # what torch.cpu has too goes to the device's module: the device type may be "cpu", where
+    # torch.accelerator raises ("Cannot access accelerator device when none is available")
+    ("torch.cuda.synchronize()", "torch.get_device_module(device_type).synchronize()"),
     ("torch.cuda.device_count()", "torch.accelerator.device_count()"),
-    ("torch.cuda.current_device()", "torch.accelerator.current_device_index()"),
-    ("torch.cuda.set_device(1)", "torch.accelerator.set_device_index(1)"),
+    ("torch.cuda.current_device()", "torch.get_device_module(device_type).current_device()"),
+    ("torch.cuda.set_device(1)", "torch.get_device_module(device_type).set_device(1)"),
+    ('torch.cuda.set_device(f"cuda:{rank}")', "torch.get_device_module(device_type).set_device(rank)"),
     ("torch.cuda.memory_stats(device=0)", "torch.accelerator.memory_stats(0)"),
     ("torch.cuda.mem_get_info()", "torch.accelerator.get_memory_info()"),
     ("torch.cuda.max_memory_reserved()", "torch.accelerator.max_memory_reserved()"),
@@ -164,8 +167,11 @@ def test_vendor_keyed_branch_is_not_collapsed() -> None:
 
 
 def test_skip_if_lt_x_gpu_on_fsdp_style_method_is_not_a_pytest_only_mark() -> None:
+    """On a multi-process class the gate is the world's ranks and a process-group backend for
+    the device (requires_ranks), not a device count: on the CPU the ranks share the device."""
     out = (GOLDEN / "multiprocess_style.devcaps.py.txt").read_text()
-    assert "@requires_devices(2)" in out and "pytest.mark.requires_devices" not in out
+    assert "@requires_ranks(2)" in out and "pytest.mark.requires_ranks" not in out
+    assert "requires_devices" not in out
 
 
 def test_stream_with_cuda_stream_attribute_stays() -> None:
@@ -180,9 +186,11 @@ def test_synchronize_never_imports_pytest_devcaps_runtime() -> None:
         # torch.accelerator.synchronize() raises; torch.cpu.synchronize() is a no-op)
         out = fix("import torch\n\n\ndef helper(device):\n    torch.cuda.synchronize()\n", target)
         assert "torch.get_device_module(device).synchronize()" in out and "pytest_devcaps" not in out
-        # a helper with no device: torch.accelerator (the campaign's form)
+        # a helper with no device and no caller to lend it one: torch.accelerator (the campaign's
+        # form); under --target torch every helper takes the module's device_type
         out = fix("import torch\n\n\ndef helper():\n    torch.cuda.synchronize()\n", target)
-        assert "torch.accelerator.synchronize()" in out and "pytest_devcaps" not in out
+        expected = "torch.accelerator" if target == "devcaps" else "torch.get_device_module(device_type)"
+        assert f"{expected}.synchronize()" in out and "pytest_devcaps" not in out
 
 
 def test_set_device_in_a_helper_given_the_device_runs_on_cpu() -> None:
@@ -366,7 +374,7 @@ def test_fix_writes_through_the_safe_writer(tmp_path: Path, capsys: pytest.Captu
     path.chmod(0o640)
     assert main(["lint", "--fix", str(tmp_path)]) == 0
     data = path.read_bytes()
-    assert data.startswith(b"\xef\xbb\xbf") and b"torch.accelerator.synchronize()\r\n" in data
+    assert data.startswith(b"\xef\xbb\xbf") and b"torch.get_device_module(device_type).synchronize()\r\n" in data
     assert data.count(b"\n") == data.count(b"\r\n")
     assert path.stat().st_mode & 0o777 == 0o640
 
@@ -439,7 +447,7 @@ def test_pytest_style_file_under_target_torch_uses_device_type_not_the_fixture(t
     assert "def weights():" in out and "def test_gated(weights):" in out and "def test_plain():" in out
     assert out.count(DEVICE_TYPE) == 1
     assert "torch.ones(3).to(device_type)" in out and "torch.device(device_type)" in out
-    assert "torch.accelerator.synchronize()" in out and "cuda" not in out
+    assert "torch.get_device_module(device_type).synchronize()" in out and "cuda" not in out
     assert not fix_text(out, "test_p.py", "torch").changed
     (tmp_path / "test_p.py").write_text(out)
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:devcaps", "-p", "no:randomly",

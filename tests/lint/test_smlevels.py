@@ -78,30 +78,48 @@ def test_candidates_are_what_the_rules_tie_to_the_level(
 
 
 def test_the_finding_names_only_the_levels_candidates(small: Catalogue) -> None:
-    gate = rules.sm_gate(86, small)
-    assert gate.use == ("requires_capability('dtype.bf16' | 'dtype.tf32'), "
-                        "or one step below: requires_capability('compile.triton')")
+    gate = rules.sm_gate(80, small)
+    assert gate.use == "requires_capability('dtype.bf16' | 'dtype.tf32')"
     (why,) = gate.need.blockers
     assert "what the rules tie to sm_80: dtype.bf16, dtype.tf32" in why
-    assert "sm_70: compile.triton" in why                 # the step below, which a used name may pick
     assert "flash" not in why and "fp8" not in why        # the small rules tie no such thing to 8.x
-    assert rules.sm_gate(60, small).need.blockers == ("sm_60+: no capability names it",)
+    assert rules.sm_gate(60, small).need.blockers == (
+        "sm_60+: no capability's rule is sm_60 (no capability is gated below it either); keep the gate, "
+        "or name a capability whose rule is sm_60",)
+
+
+def test_a_gate_between_thresholds_stays_naming_the_one_below(small: Catalogue) -> None:
+    """Issue 27: sm_86 is no capability's threshold (bf16 and tf32 are sm_80's): an sm_80 A100
+    has them and fails ``SM86OrLater``, so the gate stays rather than become a capability."""
+    gate = rules.sm_gate(86, small)
+    (why,) = gate.need.blockers
+    assert why.startswith("sm_86+: no capability's rule is sm_86 (the nearest threshold below is sm_80: "
+                          "dtype.bf16, dtype.tf32)")
+    assert gate.resolve(frozenset({"bfloat16", "allow_tf32"})).blockers == gate.need.blockers
 
 
 @pytest.mark.parametrize(("level", "used", "capabilities", "native"), [
-    (86, {"bfloat16", "allow_tf32"}, ("dtype.tf32", "dtype.bf16"), False),  # both rise at 8.0
-    (86, {"triton", "bfloat16"}, ("dtype.bf16",), False),   # the match that explains the level wins
-    (86, {"triton"}, ("compile.triton",), False),           # one step below still explains it
+    (80, {"bfloat16", "allow_tf32"}, ("dtype.tf32", "dtype.bf16"), False),  # both rise at 8.0
+    (80, {"bfloat16"}, ("dtype.bf16",), False),
     (89, {"float8_e4m3fn"}, ("dtype.fp8_e4m3fn",), True),   # emulated on the CPU: native=True
-    (89, {"bfloat16"}, ("dtype.fp8_e4m3fn",), True),        # the silent default outranks steps below
-    # tf32 is not native at 10.0, so not picked; 10.0 falls on the 8.9 step: its default
-    (100, {"allow_tf32"}, ("dtype.fp8_e4m3fn",), True),
+    (89, {"bfloat16"}, ("dtype.fp8_e4m3fn",), True),        # bf16's rule is sm_80: the default stands
+    (70, {"triton"}, ("compile.triton",), False),
 ])
 def test_used_names_pick_among_what_the_rules_gate(small: Catalogue, level: int, used: set[str],
                                                    capabilities: tuple[str, ...], native: bool) -> None:
     need = rules.sm_gate(level, small).resolve(frozenset(used))
     assert need.capabilities == capabilities
     assert need.native is native
+
+
+@pytest.mark.parametrize(("level", "used"), [
+    (86, {"triton"}),       # triton's rule is sm_70, two thresholds below
+    (100, {"allow_tf32"}),  # tf32 is not native at 10.0, and nothing's rule is sm_100 here
+    (90, {"float8_e4m3fn"}),  # fp8's rule is sm_89: an sm_90 gate is not fp8 (an L4 has fp8)
+])
+def test_used_names_below_the_gates_level_keep_it(small: Catalogue, level: int, used: set[str]) -> None:
+    need = rules.sm_gate(level, small).resolve(frozenset(used))
+    assert not need.capabilities and need.blockers
 
 
 GATED_FILE = textwrap.dedent("""\
