@@ -107,7 +107,7 @@ def test_fix_reports_what_it_left(tmp_path: Path, capsys: pytest.CaptureFixture[
     # wherever the kept gate lets it run); CUDA graphs, and a pin_memory with no test to mark
     assert re.search(r"fixed 14 finding\(s\) in 1 file\(s\); 10 left", captured.err)
     migration = json.loads(captured.out)["migration"][0]
-    assert migration["totals"] == {"found": 24, "fixed": 14, "left": 10}
+    assert migration["totals"] == {"found": 24, "fixed": 14, "left": 10, "new": 0}
     assert migration["left"] == {"DC004": 7, "DC005": 1, "DC008": 1, "DC012": 1}
 
 

@@ -77,8 +77,11 @@ def _fix_one(analysis: Analysis, target: Target, err: TextIO,
     except LintWriteError as exc:
         err.write(f"devcaps: error: {exc}\n")
         return None
+    from pytest_devcaps.lint.conftests import cuda_only_fixtures
+
     try:
-        return fix_text(text, analysis.path, target), snapshot
+        return fix_text(text, analysis.path, target,
+                        external_fixtures=cuda_only_fixtures(Path(analysis.path))), snapshot
     except FixError as exc:
         err.write(f"devcaps: error: {exc}\n")
         return None

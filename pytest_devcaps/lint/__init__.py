@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from pytest_devcaps.lint.analyze import Classification, analyze, classify_file, unreadable
+from pytest_devcaps.lint.conftests import cuda_only_fixtures
 from pytest_devcaps.lint.records import Analysis, Finding, Target
 from pytest_devcaps.lint.source import LintInputError, iter_python_files, read_text
 
@@ -40,10 +41,11 @@ def lint_source(source: str, path: str = "<string>") -> list[Finding]:
 
 
 def analyze_path(path: Path, target: Target = "devcaps") -> Analysis:
+    """One file, with the CUDA-only fixtures its conftest.py files give its tests."""
     text = read_text(path)
     if isinstance(text, tuple):
         return unreadable(path.as_posix(), *text)
-    return analyze(text, path.as_posix(), target)
+    return analyze(text, path.as_posix(), target, external_fixtures=cuda_only_fixtures(path))
 
 
 def analyze_paths(paths: Iterable[str | Path], exclude: Sequence[str] = (),

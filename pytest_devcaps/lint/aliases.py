@@ -120,7 +120,7 @@ class Aliases:
         name = targets[0]
         text = " ".join(self.source.segment(value).split())
         item = Item(self.source.span(statement), "DC003", f"`{name} = {text}` hardcodes the device",
-                    "the device fixture in tests, torch.accelerator.current_accelerator() elsewhere",
+                    "the device fixture in tests, torch.accelerator.current_accelerator(check_available=True) elsewhere",
                     "accelerator", blocks_cpu=True,
                     suppressed=self.source.allowed(statement.lineno, "DC003"))
         return Alias(name, statement, value, device, item)
@@ -173,7 +173,7 @@ def _decide(alias: Alias, source: SourceFile) -> None:
             assert item is not None and context is not None
             edits: list[Edit] = [ReplaceExpr(source.span(node), "Name", alias.device.replacement(context, role))]
             if context.param_owner is not None:
-                edits.append(AddParameter(context.param_owner, "device"))
+                edits.append(AddParameter(context.param_owner, context.name))
             item.fixed("replaced by the test's device", *edits)
         alias.item.fixed("removed: every use now takes the device fixture",
                          ReplaceStatement(source.span(alias.statement), ""))

@@ -15,10 +15,13 @@ from pytest_devcaps.lint.helpers import threadable
 from pytest_devcaps.lint.items import Construct, Item, Residue, decide
 from pytest_devcaps.lint.libraries import libraries
 from pytest_devcaps.lint.records import (
-    Analysis, Edit, EditCall, EnsureDeviceType, Finding, Hardware, RemoveUnusedImport, ReplaceExpr,
+    AddParameter, Analysis, Edit, EditCall, EnsureDeviceType, Finding, Hardware, RemoveUnusedImport, ReplaceExpr,
     ReplaceStatement, Span, Target, explains, join_hardware,
 )
 from pytest_devcaps.lint.regions import RegionIndex, within, within_any
+from pytest_devcaps.lint.rules import FREE_DEVICE_FIXTURE
+
+DEVICE = "device"
 from pytest_devcaps.lint.resolution import resolving
 from pytest_devcaps.lint.source import SourceFile, parse_source
 
@@ -81,11 +84,12 @@ def _analyze(parsed: SourceFile, path: str, untouched: frozenset[str], external:
     held: dict[Span, str] = {span: UNTOUCHED for span in _untouched_spans(parsed, index, untouched)}
     kept: dict[tuple[str, Span], str] = {}
     for _ in range(MAX_HOLD_ROUNDS):
-        finder, items = _round(parsed, index, held, kept, external)
+        finder, items, residues, protected = _round(parsed, index, held, kept, external)
         grown = _held_regions(finder, index, held, kept)
+        grown = _hold_parametrized(items, index, residues, protected, held) or grown
         if not grown:
             break
-    _drop_spent_definitions(finder, items)
+    _drop_spent_definitions(finder, items, held)
     shown = [i for i in items if not i.suppressed]
     findings = [i.finding(path) for i in shown]
     findings += [Finding(path, line, column, "DC000", why, "a known rule code")
@@ -96,7 +100,7 @@ def _analyze(parsed: SourceFile, path: str, untouched: frozenset[str], external:
 
 
 def _round(parsed: SourceFile, index: RegionIndex, held: dict[Span, str], kept: dict[tuple[str, Span], str],
-           external: dict[str, str]) -> tuple[Finder, list[Item]]:
+           external: dict[str, str]) -> tuple[Finder, list[Item], list[Residue], list[Span]]:
     finder = _find(parsed, frozenset(held))
     for item in finder.items + finder.aliases.items():
         why = _held_by(item.span, held)
@@ -126,7 +130,33 @@ def _round(parsed: SourceFile, index: RegionIndex, held: dict[Span, str], kept: 
             kept.setdefault(_identity(construct), why)
             protected.extend(construct.anchors if construct.anchors is not None else ())
     _keep_cuda_classes(finder, index, residues, protected)
-    return finder, items
+    return finder, items, residues, protected
+
+
+def _hold_parametrized(items: list[Item], index: RegionIndex, residues: list[Residue], protected: list[Span],
+                       held: dict[Span, str]) -> bool:
+    """A pytest test (or fixture) the rewrite gives the device fixture, whose region keeps
+    CUDA-only code, is held as it was: its ``[cpu]`` copy would run that code on a CUDA machine
+    where the test passed before."""
+    grown = False
+    owners = {e.scope for i in items for e in i.edits
+              if isinstance(e, AddParameter) and e.name in (DEVICE, FREE_DEVICE_FIXTURE)}
+    for key in sorted(owners):
+        node = index.function(key)
+        if node is None:
+            continue
+        region = index.of_function(node)
+        left = [r for r in residues if within_any(r.span, region) and not any(within(r.span, p) for p in protected)]
+        if not left:
+            continue
+        first = min(left, key=lambda r: r.span)
+        reason = (f"line {first.span.line} is CUDA-only ({first.what}): {node.name} is not given the device "
+                  "fixture (its [cpu] copy would run that code)")
+        for span in (index.source.span(node), *index.fixture_spans(node)):
+            if span not in held:
+                held[span] = reason
+                grown = True
+    return grown
 
 
 def _keep_cuda_classes(finder: Finder, index: RegionIndex, residues: list[Residue], protected: list[Span]) -> None:
@@ -263,8 +293,9 @@ def _find(source: SourceFile, held: frozenset[Span] = frozenset()) -> Finder:
     return finder
 
 
-def _drop_spent_definitions(finder: Finder, items: list[Item]) -> None:
-    """A gate the file defines (``is_cuda_8_9 = ...``) goes when every use was rewritten."""
+def _drop_spent_definitions(finder: Finder, items: list[Item], held: Mapping[Span, str]) -> None:
+    """A gate the file defines (``is_cuda_8_9 = ...``) goes when every use was rewritten (what
+    held it came from inside it, or it would not go)."""
     source = finder.source
     rewritten = [c.span for c in finder.constructs if c.items and c.items[0].edits]
     loads = [n for n in ast.walk(source.tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
@@ -274,7 +305,8 @@ def _drop_spent_definitions(finder: Finder, items: list[Item]) -> None:
         if not uses or not all(any(within(u, r) for r in rewritten) for u in uses):
             continue
         inside = sorted((i for i in items if within(i.span, where)), key=lambda i: i.span)
-        if not inside or any(i.suppressed or i.frozen for i in inside):
+        outer = [region for region, why in held.items() if not within(region, where)]
+        if not inside or any(i.suppressed or (i.frozen and any(within(i.span, r) for r in outer)) for i in inside):
             continue
         for item in inside:
             item.edits.clear()

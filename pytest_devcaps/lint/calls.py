@@ -29,8 +29,12 @@ class Host(Protocol):
     imports: dict[str, str]
     statements: list[ast.stmt]
     instantiations: list[tuple[Item, str]]
+    own_cuda: dict[str, int]  # classes of this file that define a cuda() method, and its line
+    scopes: list[Scope]
 
     def cuda_object(self, node: ast.Call) -> bool: ...
+
+    def owned_nodes(self) -> set[int]: ...
 
     @property
     def scope(self) -> Scope: ...
@@ -268,6 +272,37 @@ def _literal_index(arg: ast.expr) -> bool:
     return isinstance(arg, ast.Constant) and type(arg.value) is int
 
 
+def _own_cuda_method(host: Host, node: ast.Call) -> str | None:
+    """Why ``x.cuda()`` may be the file's own method rather than torch's (a class here defines
+    ``cuda``): ``.to(device)`` would not exist on it, or would skip what its ``cuda`` does."""
+    classes = host.own_cuda
+    if not classes or not isinstance(node.func, ast.Attribute):
+        return None
+    receiver = node.func.value
+    named = receiver.func if isinstance(receiver, ast.Call) else receiver
+    cls = last_name(named) if isinstance(named, (ast.Name, ast.Attribute)) else ""
+    if cls == "self":
+        cls = next((s.node.name for s in reversed(host.scopes) if isinstance(s.node, ast.ClassDef)), "")
+    elif isinstance(receiver, ast.Name):
+        cls = _constructed_as(host.scope.node, receiver.id) or cls
+    if cls in classes:
+        return f"{cls} defines its own cuda() (line {classes[cls]}): .to(device) is not that method"
+    if isinstance(receiver, (ast.Name, ast.Attribute)) and not isinstance(named, ast.Call):
+        first = min(classes.items(), key=lambda kv: kv[1])
+        return (f"the file defines its own cuda() ({first[0]}, line {first[1]}): decide whether "
+                f"{host.source.segment(receiver)} is a torch tensor or module")
+    return None
+
+
+def _constructed_as(scope: ast.AST, name: str) -> str | None:
+    """``name = Cls(...)`` in ``scope``: ``Cls``."""
+    for child in ast.walk(scope):
+        if isinstance(child, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in child.targets) \
+                and isinstance(child.value, ast.Call):
+            return last_name(child.value.func) or None
+    return None
+
+
 def move(host: Host, node: ast.Call) -> None:
     """``x.cuda()``, ``x.cuda(0)``, ``x.cuda(rank)``, ``x.cuda(non_blocking=True)`` (reported
     where ``cuda`` is written: a chain spans lines)."""
@@ -275,6 +310,10 @@ def move(host: Host, node: ast.Call) -> None:
     where = Span(func.end_line, func.end_col - len("cuda"), func.end_line, func.end_col)
     item = host.add(node, "DC002", "`.cuda()` moves to CUDA", ".to(device)", "accelerator", span=where)
     context = host.scope.context
+    own = _own_cuda_method(host, node)
+    if own is not None:
+        _unfixed(host, item, own)
+        return
     if context is None:
         _unfixed(host, item)
         return
@@ -310,6 +349,39 @@ def device_call(host: Host, node: ast.Call) -> bool:
 
 
 LITERAL_CODE = {"move": "DC002", "amp": "DC009", "backend": "DC008"}
+
+
+def _rank_like(node: ast.expr) -> bool:
+    """An integer that stands for a device: ``0``, ``rank``, ``self.rank``, ``dist.get_rank()``
+    (``torch.rand(2, device=rank)`` is ``cuda:rank``: an integer device is a CUDA index)."""
+    if isinstance(node, ast.Constant):
+        return type(node.value) is int
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        return last_name(node).endswith("rank")
+    return isinstance(node, ast.Call) and last_name(node.func) in ("get_rank", "get_local_rank") and not node.args
+
+
+def integer_devices(host: Host, node: ast.Call) -> None:
+    """``device=<int>`` in a torch call and ``x.to(<int>)``: the CUDA device of that index."""
+    name = dotted(node.func)
+    if name.startswith("torch.cuda."):
+        return  # torch.cuda.memory_stats(device=0): the call's own rule passes the index on
+    values = [k.value for k in node.keywords if k.arg == "device" and name.startswith(("torch.", "nn."))]
+    if last_name(node.func) == "to" and len(node.args) == 1 and not node.keywords:
+        values.append(node.args[0])
+    for value in values:
+        if not _rank_like(value) or id(value) in host.owned_nodes():
+            continue
+        item = host.add(value, "DC003", f"`{host.source.segment(value)}` as a device is a CUDA index",
+                        "torch.device(device_type, index)", "accelerator")
+        host.own(value)
+        context = host.scope.context
+        if context is None:
+            _unfixed(host, item)
+            continue
+        code = f"torch.device({context.expr('type')}, {host.source.segment(value)})"
+        item.fixed(f"replaced by {code}", ReplaceExpr(host.source.span(value), type(value).__name__, code),
+                   *host.param_edits(context))
 
 
 def literal(host: Host, node: ast.Constant, role: str | None) -> None:

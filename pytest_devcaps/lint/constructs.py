@@ -185,7 +185,9 @@ class GateReader:
         statements. In a TestCase method (``if not TEST_CUDA: self.skipTest(...)``) a plain
         "needs CUDA" is rewritten in place; marks go on the method (our decorators work under
         unittest) only when the skip comes first, so no code that ran before it stops running."""
-        if scope.kind not in ("test", "testcase"):
+        class_hook = scope.kind == "method" and scope.testcase and node.name in ("setUp", "setUpClass") \
+            and scope.parent is not None and isinstance(scope.parent.node, ast.ClassDef)
+        if scope.kind not in ("test", "testcase") and not class_hook:
             return
         leading = True
         for statement in node.body:
@@ -198,17 +200,28 @@ class GateReader:
             if construct is None:
                 continue
             construct.empty_body = all(s is statement or _is_docstring(s) for s in node.body)
-            if scope.kind == "testcase":
+            if scope.kind == "testcase" or class_hook:
                 construct.condition = (self.source.span(statement.test), type(statement.test).__name__)
-                construct.leading = leading
+                construct.leading = leading and not class_hook  # marks never move off setUpClass
+            if class_hook:  # ``if not TEST_CUDA: raise SkipTest`` in setUpClass guards the whole class
+                assert scope.parent is not None
+                construct.anchor = scope.parent.node
 
     def module_gates(self, tree: ast.Module, scope: Scope) -> None:
+        """``if <gate>: pytest.skip(..., allow_module_level=True)`` and PyTorch's module gates:
+        ``if not TEST_CUDA: print(...); TestCase = NoTest`` or ``...; sys.exit(0)`` (the
+        condition alone is rewritten there; a kept one holds the whole file)."""
         for statement in tree.body:
             if isinstance(statement, ast.If) and not statement.orelse and len(statement.body) == 1 \
                     and _is_skip(statement.body[0], allow_return=False):
                 construct = self.condition("module_statement", statement, statement.test, False, scope, "pytest")
                 if construct is not None:
                     construct.skip_source = self.source.segment(statement.body[0])
+            elif isinstance(statement, ast.If) and not statement.orelse and _disables_module(statement.body):
+                construct = self.condition("module_statement", statement, statement.test, False, scope, "unittest")
+                if construct is not None:
+                    construct.condition = (self.source.span(statement.test), type(statement.test).__name__)
+                    construct.leading = True
             else:
                 self.pytestmark(statement, scope)
 
@@ -322,6 +335,27 @@ def _is_skip(statement: ast.stmt, *, allow_return: bool) -> bool:
         name = dotted(statement.value.func)
         return name in rules.SKIP_CALLS or name.endswith(".skipTest")
     return False
+
+
+def _disables_module(body: list[ast.stmt]) -> bool:
+    """A module gate's body: messages, then what switches the module's tests off (``TestCase =
+    NoTest``, ``sys.exit(...)``, ``raise SkipTest``)."""
+    disabling = False
+    for statement in body:
+        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+            name = dotted(statement.value.func)
+            if name in ("sys.exit", "exit", "os._exit") or _is_skip(statement, allow_return=False):
+                disabling = True
+            elif last_name(statement.value.func) not in ("print", "warn", "info", "warning", "debug"):
+                return False
+        elif isinstance(statement, ast.Assign) and all(isinstance(t, ast.Name) for t in statement.targets) \
+                and isinstance(statement.value, (ast.Name, ast.Attribute)):
+            disabling = disabling or last_name(statement.value) in ("NoTest", "object")
+        elif isinstance(statement, ast.Raise) and _is_skip(statement, allow_return=False):
+            disabling = True
+        else:
+            return False
+    return disabling
 
 
 def _is_docstring(statement: ast.stmt) -> bool:

@@ -21,7 +21,7 @@ from pytest_devcaps.lint.source import SourceFile
 
 NO_DEVICE = {
     "testcase": "unittest.TestCase methods cannot take the device fixture: make the class a plain pytest "
-                "class, or use torch.accelerator.current_accelerator()",
+                "class, or use torch.accelerator.current_accelerator(check_available=True)",
     "module": "module-level code runs before a device is chosen: move it into a test or a fixture",
     "class": "class-level code runs before a device is chosen: move it into a test or a fixture",
 }
@@ -47,6 +47,8 @@ class Finder(ast.NodeVisitor):
         self.plumbing: list[Edit] = []  # callers passing device= to threaded helpers
         # only_for="cuda" rewritten to except_for="cpu": (its finding, the class it instantiates)
         self.instantiations: list[tuple[Item, str]] = []
+        self.own_cuda = {c.name: m.lineno for c in ast.walk(source.tree) if isinstance(c, ast.ClassDef)
+                         for m in c.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and m.name == "cuda"}
         self._call_parent: dict[int, ast.Call] = {}
         self.imports = self.facts.imports
         self.signatures = self.facts.signatures
@@ -74,6 +76,9 @@ class Finder(ast.NodeVisitor):
 
     def own(self, node: ast.AST) -> None:
         self.owned.add(id(node))
+
+    def owned_nodes(self) -> set[int]:
+        return self.owned
 
     def visit(self, node: ast.AST) -> None:
         if id(node) in self.owned:
@@ -151,7 +156,7 @@ class Finder(ast.NodeVisitor):
     def param_edits(self, context: DeviceContext, *fixtures: str) -> list[Edit]:
         edits: list[Edit] = [EnsureDeviceType()] if context.source == "global" else []
         if context.param_owner is not None:
-            edits.append(AddParameter(context.param_owner, "device", keyword_only=context.keyword_only))
+            edits.append(AddParameter(context.param_owner, context.name, keyword_only=context.keyword_only))
         for name in fixtures:
             assert context.fixture_owner is not None
             edits.append(AddParameter(context.fixture_owner, name))
@@ -280,6 +285,7 @@ class Finder(ast.NodeVisitor):
         if last_name(node.func) == "instantiate_device_type_tests":
             calls.only_for(self, node)
         calls.assign_roles(self, node)
+        calls.integer_devices(self, node)
         if isinstance(node.func, ast.Name) and (node.func.id in self.threaded or node.func.id in self.facts.takes_device) \
                 and not any(k.arg in ("device", None) for k in node.keywords) and self.context() is not None:
             context = self.context()

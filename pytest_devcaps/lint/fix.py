@@ -7,8 +7,8 @@ from __future__ import annotations
 import ast
 import difflib
 from collections import Counter
-from dataclasses import dataclass
-from typing import Iterable
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
 
 from pytest_devcaps.errors import DevcapsError
 from pytest_devcaps.lint.analyze import analyze
@@ -24,21 +24,29 @@ class FixError(DevcapsError):
 
 @dataclass(frozen=True)
 class FileCounts:
+    """The migration report of one file, by rule code: ``found`` before the rewrite, ``left``
+    after it (the lint run again on the output), ``fixed`` = found - left; ``new`` counts
+    findings the output has beyond what was found (a rewrite that made one: a bug to report),
+    so found = fixed + left - new, and a gate kept as written is never "fixed"."""
+
     path: str
     found: dict[str, int]
     fixed: dict[str, int]
     left: dict[str, int]
+    new: dict[str, int] = field(default_factory=dict)
 
     def text(self) -> str:
         def part(name: str, counts: dict[str, int]) -> str:
             codes = ", ".join(f"{code} {n}" for code, n in sorted(counts.items()))
             return f"{name} {sum(counts.values())}" + (f" ({codes})" if codes else "")
-        return f"{self.path}: {part('found', self.found)}; {part('fixed', self.fixed)}; {part('left', self.left)}"
+        extra = f"; {part('new', self.new)}" if self.new else ""
+        return (f"{self.path}: {part('found', self.found)}; {part('fixed', self.fixed)}; "
+                f"{part('left', self.left)}{extra}")
 
     def as_json(self) -> dict[str, object]:
-        return {"path": self.path, "found": self.found, "fixed": self.fixed, "left": self.left,
+        return {"path": self.path, "found": self.found, "fixed": self.fixed, "left": self.left, "new": self.new,
                 "totals": {"found": sum(self.found.values()), "fixed": sum(self.fixed.values()),
-                           "left": sum(self.left.values())}}
+                           "left": sum(self.left.values()), "new": sum(self.new.values())}}
 
 
 def _by_code(findings: Iterable[Finding]) -> dict[str, int]:
@@ -46,8 +54,10 @@ def _by_code(findings: Iterable[Finding]) -> dict[str, int]:
 
 
 def file_counts(path: str, found: Iterable[Finding], left: Iterable[Finding]) -> FileCounts:
-    found, left = list(found), list(left)
-    return FileCounts(path, _by_code(found), _by_code(f for f in found if f.fixable), _by_code(left))
+    before, after = _by_code(found), _by_code(left)
+    fixed = {code: n - after.get(code, 0) for code, n in before.items() if n > after.get(code, 0)}
+    new = {code: n - before.get(code, 0) for code, n in after.items() if n > before.get(code, 0)}
+    return FileCounts(path, before, fixed, after, new)
 
 
 @dataclass(frozen=True)
@@ -74,12 +84,18 @@ class FixResult:
         return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 
 
-def fix_text(text: str, path: str = "<string>", target: Target = "devcaps") -> FixResult:
-    """The rewritten text and what is left; raises FixError rather than return broken code."""
-    first = analyze(text, path, target)
+def fix_text(text: str, path: str = "<string>", target: Target = "devcaps", *,
+             untouched: frozenset[str] = frozenset(),
+             external_fixtures: Mapping[str, str] | None = None) -> FixResult:
+    """The rewritten text and what is left; raises FixError rather than return broken code.
+    ``untouched`` and ``external_fixtures`` as for :func:`~pytest_devcaps.lint.analyze.analyze`."""
+    def read(source: str) -> Analysis:
+        return analyze(source, path, target, untouched=untouched, external_fixtures=external_fixtures)
+
+    first = read(text)
     current = text
     for _ in range(MAX_ROUNDS):
-        analysis = first if current is text else analyze(current, path, target)
+        analysis = first if current is text else read(current)
         if not analysis.readable or not analysis.edits:
             break
         new = apply_edits(current, analysis.edits)
@@ -91,5 +107,6 @@ def fix_text(text: str, path: str = "<string>", target: Target = "devcaps") -> F
         if new == current:
             break
         current = new
-    left = first if current is text else analyze(current, path, target)
-    return FixResult(path, text, current, sum(f.fixable for f in first.findings), left, first)
+    left = first if current is text else read(current)
+    counts = file_counts(path, first.findings, left.findings)
+    return FixResult(path, text, current, sum(counts.fixed.values()), left, first)

@@ -261,6 +261,9 @@ def _definition(statement: ast.stmt, visible: frozenset[str]) -> LocalGate | Non
         body = [s for s in statement.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
         if len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None:
             return LocalGate(statement.name, "function", body[0].value, True, statement, visible)
+        guarded = _early_return(body)
+        if guarded is not None:
+            return LocalGate(statement.name, "function", guarded, True, statement, visible)
         return None
     if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
             and isinstance(statement.targets[0], ast.Name)):
@@ -272,6 +275,22 @@ def _definition(statement: ast.stmt, visible: frozenset[str]) -> LocalGate | Non
     if isinstance(value, (ast.BoolOp, ast.UnaryOp, ast.Compare, ast.Name, ast.Call, ast.Attribute)):
         return LocalGate(name, "flag", value, True, statement, visible)
     return None
+
+
+def _early_return(body: list[ast.stmt]) -> ast.expr | None:
+    """``if not C: return False`` then ``return X`` is ``C and X`` (``return True`` first:
+    ``C or X``), the shape of a helper gate such as ``def has_fp8(): if not
+    torch.cuda.is_available(): return False; return get_device_capability() >= (8, 9)``."""
+    if len(body) != 2 or not isinstance(body[0], ast.If) or body[0].orelse or not isinstance(body[1], ast.Return):
+        return None
+    guard, last = body[0], body[1]
+    first = guard.body[0] if len(guard.body) == 1 else None
+    if not (isinstance(first, ast.Return) and isinstance(first.value, ast.Constant)
+            and isinstance(first.value.value, bool) and last.value is not None):
+        return None
+    if first.value.value:  # if C: return True / return X
+        return ast.BoolOp(op=ast.Or(), values=[guard.test, last.value])
+    return ast.BoolOp(op=ast.And(), values=[ast.UnaryOp(op=ast.Not(), operand=guard.test), last.value])
 
 
 def _skip_condition(value: ast.expr) -> tuple[ast.expr, bool] | None:

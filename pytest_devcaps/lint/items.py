@@ -209,13 +209,13 @@ def mark_decorators(need: Need, unittest_style: bool, target: str) -> tuple[str,
     elsewhere it ends the process with sys.exit(77) instead of skipping)."""
     if target == "devcaps":
         return need.render("" if unittest_style else "pytest.mark.")
-    if need.any_of or need.memory or any(not c.startswith("runtime.") for c in need.capabilities):
+    if need.any_of or need.memory or need.ranks or any(not c.startswith("runtime.") for c in need.capabilities):
         return None
-    marks = [f'unittest.skipIf(not {ACCELERATOR_AVAILABLE}, "needs an accelerator")'] \
-        if need.capabilities else []
+    skip = "unittest.skipIf({}, {})" if unittest_style else "pytest.mark.skipif({}, reason={})"
+    marks = [skip.format(f"not {ACCELERATOR_AVAILABLE}", '"needs an accelerator"')] if need.capabilities else []
     if need.devices > 1:
-        marks.append(f"unittest.skipIf(torch.accelerator.device_count() < {need.devices}, "
-                     f'"needs {need.devices} accelerators")')
+        marks.append(skip.format(f"torch.accelerator.device_count() < {need.devices}",
+                                 f'"needs {need.devices} accelerators"'))
     return tuple(marks)
 
 
@@ -224,7 +224,7 @@ def _render(construct: Construct, need: Need) -> tuple[list[str], str | None]:
     if construct.target == "devcaps":
         return list(need.render("" if construct.style == "unittest" and construct.kind == "decorator"
                                 else "pytest.mark.")), None
-    found = mark_decorators(need, True, "torch")
+    found = mark_decorators(need, construct.style == "unittest", "torch")
     if found is None:
         wanted = ", ".join(need.render(""))
         return [], (f"torch 2.13 has no decorator for {wanted}: keep the gate, or convert with "
@@ -269,6 +269,11 @@ def _statement_edits(construct: Construct, need: Need, marks: list[str], acceler
 
 
 def _module_edits(construct: Construct, marks: list[str], accelerator: bool) -> tuple[list[Edit], str | None]:
+    if construct.kind == "module_statement" and construct.condition is not None:
+        if marks:  # TestCase = NoTest / sys.exit(): no mark switches a whole unittest module off
+            return [], "a module gate that switches the tests off by hand takes no marks; move them to the classes"
+        span, node_class = construct.condition
+        return [ReplaceExpr(span, node_class, f"not {ACCELERATOR_AVAILABLE}")], None
     if construct.kind == "module_statement":
         if marks and construct.has_pytestmark:
             return [], "the module already sets pytestmark; add the marks there"

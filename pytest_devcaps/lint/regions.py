@@ -80,6 +80,16 @@ class RegionIndex:
         self.autouse: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
         self.class_of: dict[int, ast.ClassDef] = {}
         self._blocks: dict[int, list[ast.stmt]] | None = None
+        self._functions: dict[tuple[str, int], ast.FunctionDef | ast.AsyncFunctionDef] | None = None
+        # module-level values a test reads (``jitted = _create_jit_fn(...)``): run where it runs
+        self.values: dict[str, ast.stmt] = {}
+        for statement in tree.body:
+            if isinstance(statement, (ast.Assign, ast.AnnAssign)):
+                targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+                for target in targets:
+                    for name in ast.walk(target):
+                        if isinstance(name, ast.Name):
+                            self.values.setdefault(name.id, statement)
         for statement in tree.body:
             if isinstance(statement, Function) and fixture_scope(statement) is not None:
                 self.fixtures.setdefault(_fixture_name(statement), statement)
@@ -89,6 +99,12 @@ class RegionIndex:
             for member in cls.body:
                 if isinstance(member, Function):
                     self.class_of[id(member)] = cls
+
+    def function(self, key: tuple[str, int]) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """The function of a scope key (its name, the line of its ``def``)."""
+        if self._functions is None:
+            self._functions = {(n.name, n.lineno): n for n in ast.walk(self.source.tree) if isinstance(n, Function)}
+        return self._functions.get(key)
 
     # -- the classes a method sees -------------------------------------------------------------
 
@@ -161,6 +177,10 @@ class RegionIndex:
                 self._reach(fixture, self.class_of.get(id(fixture)), found)
         for callee in self._callees(node, cls):
             self._reach(callee, self.class_of.get(id(callee), cls), found)
+        for child in (n for statement in node.body for n in ast.walk(statement)):  # not its decorators
+            if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Load) and child.id in self.values:
+                value = self.values[child.id]
+                found.setdefault(id(value), value)
 
     def _fixture(self, name: str, cls: ast.ClassDef | None) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
         if cls is not None:
@@ -171,8 +191,9 @@ class RegionIndex:
                         return member
         return self.fixtures.get(name)
 
-    def _callees(self, node: ast.AST, cls: ast.ClassDef | None) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
-        for child in ast.walk(node):
+    def _callees(self, node: ast.FunctionDef | ast.AsyncFunctionDef,
+                 cls: ast.ClassDef | None) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+        for child in (n for statement in node.body for n in ast.walk(statement)):
             if not isinstance(child, ast.Call):
                 continue
             func = child.func

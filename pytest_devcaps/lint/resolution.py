@@ -81,11 +81,37 @@ def _locally_bound(function: ast.AST) -> set[str]:
     return names
 
 
+def _rebound(tree: ast.Module) -> set[str]:
+    """Module-level names the module binds to something other than torch (``torch =
+    FakeTorch()``, ``from mylib import fake as torch``); ``torch = pytest.importorskip("torch")``
+    is torch."""
+    names: set[str] = set()
+    for statement in tree.body:
+        if isinstance(statement, ast.Assign):
+            value = statement.value
+            importer = isinstance(value, ast.Call) and isinstance(value.func, (ast.Name, ast.Attribute)) and (
+                getattr(value.func, "attr", getattr(value.func, "id", "")) in ("importorskip", "import_module")
+                and value.args and isinstance(value.args[0], ast.Constant) and _tracked(str(value.args[0].value)))
+            if not importer:
+                names |= {t.id for t in statement.targets if isinstance(t, ast.Name)}
+        elif isinstance(statement, ast.ImportFrom):
+            names |= {a.asname or a.name for a in statement.names
+                      if not _tracked(f"{statement.module}.{a.name}") and (a.asname or a.name) == "torch"}
+    return names
+
+
 def resolve_names(tree: ast.Module) -> dict[int, str]:
     """``id(Name node)`` -> what it means, for names bound to torch / torch.cuda* by an import
-    (``SHADOWED`` where a function's own binding hides the import)."""
+    (``SHADOWED`` where a function's own binding hides the import, or the module binds the
+    name to something else)."""
     module = _module_imports(tree)
     table: dict[int, str] = {}
+    rebound = _rebound(tree) & ({"torch"} | set(module))
+    if rebound:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and node.id in rebound:
+                table[id(node)] = SHADOWED
+        module = {k: v for k, v in module.items() if k not in rebound}
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id in module and module[node.id] != node.id:
             table[id(node)] = module[node.id]

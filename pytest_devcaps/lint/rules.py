@@ -93,13 +93,16 @@ EXTERNAL_DEVICE_NAMES: dict[str, str] = {"GPU_TYPE": "str", "CUDA_DEVICE": "devi
 TYPED = {"device": "device", "type": "device.type", "str": "str(device)"}
 UNTYPED = {"device": "device", "type": "torch.device(device).type", "str": "str(device)"}
 # A module-level ``DEVICE = "cuda"`` that is used outside tests becomes "the accelerator, else
-# the CPU" (torch.accelerator.current_accelerator() is None on a CPU-only build).
-# Where no fixture or parameter gives a device (a unittest.TestCase, MultiProcessTestCase, a
-# helper, module level): one module-level ``device_type``, as PyTorch's converted distributed
-# tests write it (e.g. test/distributed/_composable/fsdp/test_fully_shard_*.py):
-# ``torch.accelerator.current_accelerator()`` is None on a CPU-only build, hence the fallback.
+# the CPU". Where no fixture or parameter gives a device (a unittest.TestCase,
+# MultiProcessTestCase, a helper, module level): one module-level ``device_type``, as PyTorch's
+# converted distributed tests write it (e.g. test/distributed/_composable/fsdp/test_fully_shard_*.py).
+# ``current_accelerator(check_available=True)`` (torch >= 2.7, torch/accelerator/__init__.py) is
+# None where no accelerator is usable: a CUDA build on a machine without a GPU answers "cuda" to
+# plain ``current_accelerator()`` (the compiled-in accelerator), which would send every tensor
+# to a device that is not there. Written as ruff format lays it out.
 DEVICE_TYPE_NAME = "device_type"
-DEVICE_TYPE_STATEMENT = 'device_type = acc.type if (acc := torch.accelerator.current_accelerator()) else "cpu"'
+DEVICE_TYPE_STATEMENT = ('device_type = (\n    acc.type\n    if (acc := torch.accelerator.current_accelerator(check_available=True))'
+                         '\n    else "cpu"\n)')
 # In a class instantiate_device_type_tests generates, the class's own device type
 # (common_device_type.DeviceTypeTestBase.device_type), and the test's ``device`` argument.
 DEVICE_SOURCES: dict[str, dict[str, str]] = {
@@ -107,9 +110,12 @@ DEVICE_SOURCES: dict[str, dict[str, str]] = {
     "self": {"device": "self.device_type", "type": "self.device_type", "str": "self.device_type"},
     "self_device": {"device": "device", "type": "self.device_type", "str": "device"},
 }
-ACCELERATOR_DEVICE = 'torch.accelerator.current_accelerator() or torch.device("cpu")'
-ACCELERATOR_TYPE = '(torch.accelerator.current_accelerator() or torch.device("cpu")).type'
+ACCELERATOR_DEVICE = 'torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")'
+ACCELERATOR_TYPE = '(torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")).type'
 ACCELERATOR_AVAILABLE = "torch.accelerator.is_available()"
+# The device fixture under a name no project takes (pytest_devcaps.session.fixtures): where a
+# test binds a ``device`` of its own, the fixture it is given goes by this name.
+FREE_DEVICE_FIXTURE = "devcaps_device"
 
 # ------------------------------------------------------------------------------------------
 # Gates: flags, calls and comparisons that decide whether a test runs

@@ -7,6 +7,7 @@ defined inside a test sees the test's ``device``.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, replace
 from typing import Literal, Mapping
 
@@ -34,11 +35,15 @@ class DeviceContext:
     # parameter), "global" (the module's ``device_type``), "self" (``self.device_type`` in a
     # class instantiate_device_type_tests generates), "self_device" (that, with a ``device`` arg)
     source: str = ""
+    # the parameter's name: ``devcaps_device`` (the same fixture) where the function binds a
+    # ``device`` of its own that the fixture would shadow
+    name: str = "device"
 
     def expr(self, role: str) -> str:
         if self.source:
             return rules.DEVICE_SOURCES[self.source][role]
-        return (rules.TYPED if self.typed else rules.UNTYPED)[role]
+        code = (rules.TYPED if self.typed else rules.UNTYPED)[role]
+        return re.sub(r"\bdevice\b", self.name, code) if self.name != "device" else code
 
     @property
     def fixtures(self) -> bool:
@@ -133,6 +138,24 @@ def _bound_names(node: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]
         if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store):
             names.add(child.id)
     return frozenset(names)
+
+
+def _rebinds_device(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """The function binds a ``device`` of its own (a loop variable, ``device = get_device()``):
+    a ``device`` fixture parameter would be shadowed by it. ``device = "cuda"`` (or
+    ``torch.device("cuda")``, or the is_available() choice) is not: --fix removes it."""
+    for child in ast.walk(node):
+        if not (isinstance(child, ast.Name) and child.id == "device" and isinstance(child.ctx, ast.Store)):
+            continue
+        assigned = next((a for a in ast.walk(node) if isinstance(a, ast.Assign) and child in a.targets), None)
+        value = assigned.value if assigned is not None else None
+        if value is None:
+            return True
+        device = value.args[0] if isinstance(value, ast.Call) and last_name(value.func) == "device" \
+            and value.args else value
+        if not (is_cuda_literal(device) or isinstance(value, ast.IfExp)):
+            return True
+    return False
 
 
 def parameters(node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
@@ -266,7 +289,10 @@ def _function_context(node: ast.FunctionDef | ast.AsyncFunctionDef, kind: Kind, 
     if kind in ("test", "fixture"):
         parametrize = device_parametrize(node)
         typed = parametrize is None or removable_device_parametrize(parametrize)
-        return DeviceContext(None if "device" in params else key, typed, key, key if kind == "test" else None)
+        name = rules.FREE_DEVICE_FIXTURE if "device" not in params and _rebinds_device(node) \
+            and rules.FREE_DEVICE_FIXTURE not in _bound_names(node) else "device"
+        owner = None if name in params else key
+        return DeviceContext(owner, typed, key, key if kind == "test" else None, name=name)
     owner = key if kind == "testcase" else None
     if kind in ("testcase", "method") and parent.instantiated and params[:1] == ["self"]:
         return DeviceContext(None, False, mark_owner=owner, source="self_device" if "device" in params else "self")

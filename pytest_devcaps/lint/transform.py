@@ -11,6 +11,7 @@ optional ``lint`` extra) is installed.
 
 from __future__ import annotations
 
+import ast
 import re
 from collections import defaultdict
 from dataclasses import replace
@@ -31,7 +32,7 @@ IMPORTS = (("pytest_devcaps.runtime.", "pytest_devcaps.runtime"), ("pytest.", "p
            ("torch.", "torch"), ("unittest.", "unittest"))
 # ast node class -> the LibCST classes the same source can parse to
 NODE_CLASSES: dict[str, tuple[str, ...]] = {
-    "Constant": ("SimpleString", "ConcatenatedString"), "JoinedStr": ("FormattedString", "ConcatenatedString"),
+    "Constant": ("SimpleString", "ConcatenatedString", "Integer", "Float", "Name"), "JoinedStr": ("FormattedString", "ConcatenatedString"),
     "Name": ("Name",), "Attribute": ("Attribute",), "Call": ("Call",), "IfExp": ("IfExp",),
     "Compare": ("Comparison",), "Subscript": ("Subscript",), "BoolOp": ("BooleanOperation",),
     "UnaryOp": ("UnaryOperation",),
@@ -96,16 +97,18 @@ class Transformer(cst.CSTTransformer):
 
     METADATA_DEPENDENCIES = (PositionProvider,)
 
-    def __init__(self, plan: _Plan) -> None:
+    def __init__(self, plan: _Plan, torch_name: str = "torch") -> None:
         super().__init__()
         self.plan = plan
         self.inserted: list[str] = []
+        self.torch_name = torch_name
 
     def span(self, node: cst.CSTNode) -> Span:
         position = self.get_metadata(PositionProvider, node)
         return Span(position.start.line, position.start.column, position.end.line, position.end.column)
 
     def code(self, text: str) -> str:
+        text = through_torch_name(text, self.torch_name)
         self.inserted.append(text)
         return text
 
@@ -311,22 +314,39 @@ def _binds_device_type(module: cst.Module) -> bool:
                for s in module.body if isinstance(s, cst.SimpleStatementLine))
 
 
-def _add_device_type(module: cst.Module) -> cst.Module:
-    """One ``device_type = ...`` after the module's leading imports (and docstring)."""
+def _is_import(statement: cst.BaseStatement, first: bool) -> bool:
+    """An import line (the docstring counts, first), or ``try: import x / except ImportError``."""
+    if isinstance(statement, cst.SimpleStatementLine):
+        return all(isinstance(s, (cst.Import, cst.ImportFrom)) or (isinstance(s, cst.Expr) and first)
+                   for s in statement.body)
+    if isinstance(statement, cst.Try):
+        return all(_is_import(s, False) for s in statement.body.body)
+    return False
+
+
+def _names_device_type(module: cst.Module, statement: cst.BaseStatement) -> bool:
+    """The statement reads ``device_type`` when the module runs (a def or class body does not,
+    its decorators and base classes do)."""
+    if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+        parts: list[cst.CSTNode] = [*statement.decorators]
+        if isinstance(statement, cst.ClassDef):
+            parts += list(statement.bases)
+        return any(re.search(rf"\b{rules.DEVICE_TYPE_NAME}\b", module.code_for_node(p)) for p in parts)
+    return re.search(rf"\b{rules.DEVICE_TYPE_NAME}\b", module.code_for_node(statement)) is not None
+
+
+def _add_device_type(module: cst.Module, statement: str = rules.DEVICE_TYPE_STATEMENT) -> cst.Module:
+    """One ``device_type = ...`` after the module's imports, the ones after other code too (no
+    new E402), but before the first statement that reads it at import time."""
     if _binds_device_type(module):
         return module
     body = list(module.body)
+    first_use = next((i for i, s in enumerate(body) if _names_device_type(module, s)), len(body))
     index = 0
-    for i, statement in enumerate(body):
-        if isinstance(statement, cst.SimpleStatementLine) and all(
-                isinstance(s, (cst.Import, cst.ImportFrom)) or (isinstance(s, cst.Expr) and i == 0)
-                for s in statement.body):
+    for i, existing in enumerate(body[:first_use]):
+        if _is_import(existing, i == 0):
             index = i + 1
-        elif isinstance(statement, cst.Try) and index == i:  # try: import ... except ImportError
-            index = i + 1
-        else:
-            break
-    line = cst.parse_statement(rules.DEVICE_TYPE_STATEMENT).with_changes(leading_lines=[cst.EmptyLine()])
+    line = cst.parse_statement(statement).with_changes(leading_lines=[cst.EmptyLine()])
     after = body[index] if index < len(body) else None
     if isinstance(after, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
         blank = sum(e.comment is None for e in after.leading_lines)
@@ -336,6 +356,37 @@ def _add_device_type(module: cst.Module) -> cst.Module:
                                              + list(after.leading_lines))
     body.insert(index, line)
     return module.with_changes(body=body)
+
+
+def _orphaned_imports(before: str, after: cst.Module) -> list[tuple[str, str | None, str | None]]:
+    """Module-level imports the rewrite left unused: bound names read in ``before`` and no
+    more in ``after`` ((module, name, asname) for RemoveImportsVisitor; F401 otherwise)."""
+    try:
+        old, new = ast.parse(before), ast.parse(after.code)
+    except SyntaxError:
+        return []
+    read_before, read_after = _loaded_names(old), _loaded_names(new)
+    found: list[tuple[str, str | None, str | None]] = []
+    for statement in new.body:
+        if isinstance(statement, ast.ImportFrom) and statement.module and not statement.level:
+            for alias in statement.names:
+                bound = alias.asname or alias.name
+                if bound in read_before and bound not in read_after and alias.name != "*":
+                    found.append((statement.module, alias.name, alias.asname))
+        elif isinstance(statement, ast.Import):
+            for alias in statement.names:
+                bound = alias.asname or alias.name.split(".")[0]
+                if bound in read_before and bound not in read_after:
+                    found.append((alias.name, None, alias.asname))
+    return found
+
+
+def _loaded_names(tree: ast.Module) -> set[str]:
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    for node in ast.walk(tree):  # __all__ = ["name"] re-exports keep an import
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            names |= {c.value for c in ast.walk(node.value) if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+    return names
 
 
 LINE_LENGTH = 88  # black's and ruff's default
@@ -370,22 +421,42 @@ def _tidy_imports(module: cst.Module, original: str) -> cst.Module:
     return module.with_changes(body=body)
 
 
+def torch_name(text: str) -> str:
+    """The name the module binds torch to: ``torch``, or ``th`` for ``import torch as th`` alone
+    (new code goes through that name rather than import torch a second time)."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return "torch"
+    aliases = [a.asname or a.name for s in tree.body if isinstance(s, ast.Import) for a in s.names
+               if a.name == "torch"]
+    return "torch" if not aliases or "torch" in aliases else aliases[0]
+
+
+def through_torch_name(code: str, name: str) -> str:
+    return code if name == "torch" else re.sub(r"(?<![\w.])torch\.", f"{name}.", code)
+
+
 def rewrite(text: str, edits: Sequence[Edit]) -> str:
     """``text`` with ``edits`` applied and the imports the new code names added."""
     plan = _Plan(edits)
-    transformer = Transformer(plan)
+    transformer = Transformer(plan, torch_name(text))
     module = MetadataWrapper(cst.parse_module(text)).visit(transformer)
     inserted = list(transformer.inserted)
     if plan.device_type:
-        module = _add_device_type(module)
-        inserted.append(rules.DEVICE_TYPE_STATEMENT)
+        statement = through_torch_name(rules.DEVICE_TYPE_STATEMENT, transformer.torch_name)
+        module = _add_device_type(module, statement)
+        inserted.append(statement)
     context = CodemodContext()
     _imports(context, inserted, module)
     module = module.visit(_ShortenQualified())
     module = AddImportsVisitor(context).transform_module(module)
-    if plan.unused:
+    orphaned = _orphaned_imports(text, module)
+    if plan.unused or orphaned:
         context = CodemodContext()
         for unused in plan.unused:
             RemoveImportsVisitor.remove_unused_import(context, unused.module, unused.name or None, unused.asname)
+        for module_name, name, asname in orphaned:
+            RemoveImportsVisitor.remove_unused_import(context, module_name, name, asname)
         module = RemoveImportsVisitor(context).transform_module(module)
     return _tidy_imports(module, text).code

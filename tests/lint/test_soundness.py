@@ -1,0 +1,566 @@
+"""Issue 27: ``devcaps lint --fix`` never makes a suite worse. Every pattern of the issue's "Why"
+(and of the upstream files behind it: test_cuda_primary_ctx, test_jiterator, torchao's
+low-bit optimizers, FSDP / DTensor tests, torchtune's distributed tests) as a minimal input of our
+own, with the output a sound conversion gives: a gate is rewritten only where nothing CUDA-only
+is left in what it guards, a kept gate keeps its test as it was, the report adds up."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("libcst", reason="--fix needs the lint extra (pytest-devcaps[lint])")
+from pytest_devcaps.lint import analyze  # noqa: E402  (after the importorskip)
+from pytest_devcaps.lint.fix import fix_text  # noqa: E402
+
+
+def fix(source: str, target: str = "devcaps") -> str:
+    return fix_text(textwrap.dedent(source), "test_t.py", target).after  # type: ignore[arg-type]
+
+
+def left(source: str, target: str = "devcaps") -> list[str]:
+    """The findings --fix leaves, as "CODE message"."""
+    result = fix_text(textwrap.dedent(source), "test_t.py", target)  # type: ignore[arg-type]
+    return [f"{f.code} {f.message}" for f in result.left.findings]
+
+
+def unchanged(source: str, target: str = "devcaps") -> bool:
+    return fix(source, target) == textwrap.dedent(source)
+
+
+# -- it widens only code that becomes device-generic ---------------------------------------------
+
+def test_a_helper_guard_stays_while_the_rest_of_the_helper_calls_cuda() -> None:
+    """``if not torch.cuda.is_available(): return False`` stays: the next line still calls
+    ``torch.cuda.get_device_capability()`` (a collection error on emu once widened)."""
+    source = """\
+        import torch
+
+
+        def capability_ok():
+            if not torch.cuda.is_available():
+                return False
+            x = torch.cuda.get_device_capability()
+            return x[0] >= 9
+        """
+    out = fix(source)
+    assert "if not torch.cuda.is_available():" in out and "torch.accelerator" not in out
+    assert any("DC001" in f and "line 7 is CUDA-only" in f for f in left(source))
+
+
+def test_a_helper_gate_of_that_shape_is_read_as_its_capability() -> None:
+    """``def has_fp8(): if not cuda: return False; return capability >= (8, 9)`` is a gate the
+    test names: the test gets the fp8 requirement and the spent helper goes."""
+    out = fix("""\
+        import unittest
+        import torch
+
+
+        def has_fp8():
+            if not torch.cuda.is_available():
+                return False
+            return torch.cuda.get_device_capability() >= (8, 9)
+
+
+        class T(unittest.TestCase):
+            @unittest.skipIf(not has_fp8(), "needs fp8")
+            def test_a(self):
+                x = torch.ones(2).cuda()
+        """)
+    assert '@requires_capability("dtype.fp8_e4m3fn", native=True)\n    def test_a' in out
+    assert "def has_fp8" not in out and "torch.cuda" not in out
+
+
+PRIMARY_CONTEXT = """\
+    import sys
+    import torch
+    from torch.testing._internal.common_utils import NoTest, TestCase, run_tests
+
+    TEST_CUDA = torch.cuda.is_available()
+    if not TEST_CUDA:
+        print("CUDA not available, skipping tests", file=sys.stderr)
+        TestCase = NoTest  # noqa: F811
+
+
+    class TestCtx(TestCase):
+        def test_ctx(self):
+            x = torch.randn(1, device="cuda")
+            self.assertTrue(torch._C._cuda_hasPrimaryContext(0))
+    """
+
+
+def test_private_cuda_bindings_are_findings_and_keep_the_module_gate() -> None:
+    """test_cuda_primary_ctx: ``torch._C._cuda_hasPrimaryContext`` is CUDA itself; the module
+    gate (``TestCase = NoTest``) stays, the file is classed cuda."""
+    out = fix(PRIMARY_CONTEXT)
+    assert "if not TEST_CUDA:" in out and "TEST_CUDA = torch.cuda.is_available()" in out
+    found = analyze(textwrap.dedent(PRIMARY_CONTEXT), "t.py").findings
+    assert any(f.code == "DC004" and "_cuda_hasPrimaryContext" in f.message and not f.fixable for f in found)
+    assert any(f.code == "DC001" and "line 14 is CUDA-only" in f.message for f in found)
+    from pytest_devcaps.lint import classify_file
+
+    assert classify_file(tuple(found)).hardware == "cuda"
+
+
+def test_a_module_gate_with_nothing_cuda_only_left_is_widened_in_place() -> None:
+    source = PRIMARY_CONTEXT.replace("self.assertTrue(torch._C._cuda_hasPrimaryContext(0))",
+                                     "self.assertEqual(x.numel(), 1)")
+    out = fix(source)
+    assert "if not torch.accelerator.is_available():\n    print(" in out and "TestCase = NoTest" in out
+    assert "TEST_CUDA" not in out
+
+
+def test_a_module_value_a_test_reads_is_part_of_its_region() -> None:
+    """test_jiterator: a module-level ``_create_jit_fn(...)`` the tests call keeps
+    ``only_for="cuda"`` (no except_for, no hardware("accelerator") on the class)."""
+    source = """\
+        import torch
+        from torch.cuda.jiterator import _create_jit_fn
+        from torch.testing._internal.common_device_type import instantiate_device_type_tests
+        from torch.testing._internal.common_utils import TestCase
+
+        identity = _create_jit_fn("template <typename T> T f(T x) { return x; }")
+
+
+        class TestJit(TestCase):
+            def test_f(self, device):
+                x = torch.rand(3, device=device)
+                self.assertEqual(identity(x), x)
+
+
+        instantiate_device_type_tests(TestJit, globals(), only_for="cuda")
+        """
+    out = fix(source)
+    assert 'only_for="cuda"' in out and "except_for" not in out and "hardware" not in out
+    assert any("only_for" in f and "the class is CUDA's" in f for f in left(source))
+
+
+def test_only_cuda_stays_on_a_test_that_keeps_cuda_only_code() -> None:
+    out = fix("""\
+        import torch
+        from torch.testing._internal.common_device_type import instantiate_device_type_tests, onlyCUDA
+        from torch.testing._internal.common_utils import TestCase
+
+
+        class TestX(TestCase):
+            @onlyCUDA
+            def test_generic(self, device):
+                self.assertEqual(torch.ones(3, device=device).sum().item(), 3)
+
+            @onlyCUDA
+            def test_jit(self, device):
+                torch.cuda.jiterator._create_jit_fn("template <typename T> T f(T x) { return x; }")
+
+
+        instantiate_device_type_tests(TestX, globals())
+        """)
+    assert "@onlyAccelerator\n    def test_generic" in out and "@onlyCUDA\n    def test_jit" in out
+
+
+def test_a_kept_gate_keeps_its_pytest_test_off_the_device_fixture() -> None:
+    """A test whose skip_if_no_cuda stays (its fixture's stream is read through .cuda_stream) is
+    not given the device fixture: its [cpu] copy would fail on the CUDA machine it passed on."""
+    source = """\
+        import pytest
+        import torch
+
+        skip_if_no_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no cuda")
+
+
+        @pytest.fixture
+        def stream():
+            return torch.cuda.Stream()
+
+
+        @skip_if_no_cuda
+        def test_stream(stream):
+            x = torch.ones(2).cuda()
+            assert stream.cuda_stream != 0
+
+
+        @skip_if_no_cuda
+        def test_other():
+            assert torch.ones(2).cuda().sum() == 2
+        """
+    out = fix(source)
+    assert "@skip_if_no_cuda\ndef test_stream(stream):" in out and "torch.cuda.Stream()" in out
+    assert "def stream():" in out  # the fixture it requests is held too
+    assert "def test_other(device):" in out and "@skip_if_no_cuda\ndef test_other" not in out
+
+
+def test_a_fixture_that_still_needs_cuda_keeps_the_gate_of_the_test_using_it() -> None:
+    source = """\
+        import pytest
+        import torch
+
+
+        @pytest.fixture
+        def handle():
+            s = torch.cuda.Stream()
+            return s.cuda_stream
+
+
+        @pytest.mark.skipif(not torch.cuda.is_available(), reason="no cuda")
+        def test_h(handle):
+            assert handle
+        """
+    assert unchanged(source)
+
+
+def test_a_conftest_fixture_that_needs_cuda_keeps_the_gate(tmp_path: Path) -> None:
+    from pytest_devcaps.commands.main import main
+
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "conftest.py").write_text(
+        "import pytest\nimport torch\n\n\n@pytest.fixture\ndef stream():\n    return torch.cuda.Stream()\n")
+    test = tmp_path / "test_c.py"
+    source = ("import pytest\nimport torch\n\n\n@pytest.mark.skipif(not torch.cuda.is_available(), reason=\"x\")\n"
+              "def test_s(stream):\n    assert stream is not None\n")
+    test.write_text(source)
+    assert main(["lint", "--fix", str(test)]) == 1
+    assert test.read_text() == source
+
+
+@pytest.mark.parametrize("reason", [
+    "bitsandbytes 8-bit Adam only works for CUDA",
+    "Memory expectations are CUDA-specific",
+    "requires CUDA or XPU",
+])
+def test_a_reason_that_names_the_vendor_keeps_the_gate_and_its_text(reason: str) -> None:
+    source = f"""\
+        import pytest
+        import torch
+
+
+        @pytest.mark.skipif(not torch.cuda.is_available(), reason="{reason}")
+        def test_a():
+            x = torch.ones(2, device="cuda")
+            assert x.sum() == 2
+        """
+    assert unchanged(source)
+    assert any("vendor-specific" in f and reason in f for f in left(source))
+
+
+def test_a_reason_that_restates_the_gate_is_widened_with_it() -> None:
+    out = fix("""\
+        import pytest
+        import torch
+
+
+        @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA not available")
+        def test_a():
+            assert torch.ones(2, device="cuda").sum() == 2
+        """)
+    assert "def test_a(device):" in out and "skipif" not in out
+
+
+def test_a_vendor_set_is_kept_not_widened_to_every_accelerator() -> None:
+    source = """\
+        import pytest
+        import torch
+
+
+        @pytest.mark.skipif(not torch.cuda.is_available() and not torch.xpu.is_available(), reason="offload")
+        def test_offload():
+            assert torch.ones(2, device="cuda").sum() == 2
+        """
+    assert unchanged(source)
+    assert any("names the device types cuda, xpu" in f for f in left(source))
+
+
+def test_the_multi_vendor_decorator_of_accelerate_keeps_its_set() -> None:
+    source = """\
+        import torch
+        from accelerate.test_utils import require_cuda_or_xpu
+
+
+        @require_cuda_or_xpu
+        def test_a():
+            assert torch.ones(2, device="cuda").sum() == 2
+        """
+    assert unchanged(source)
+
+
+@pytest.mark.parametrize("gate", ["is_sm_at_least_90()", "SM90OrLater", "torch.cuda.get_device_capability() >= (9, 0)"])
+def test_an_sm_90_gate_on_fp8_code_is_not_the_fp8_capability(gate: str) -> None:
+    """fp8's rule is sm_89: an L4 (sm_89) has fp8 and fails an sm_90 gate; the gate stays."""
+    source = f"""\
+        import pytest
+        import torch
+        from torch.testing._internal.common_cuda import SM90OrLater
+        from torchao.utils import is_sm_at_least_90
+
+
+        @pytest.mark.skipif(not {gate}, reason="needs sm90")
+        def test_fp8():
+            x = torch.ones(2, device="cuda").to(torch.float8_e4m3fn)
+        """
+    out = fix(source)
+    assert "requires_capability" not in out and f"not {gate}" in out
+
+
+def test_an_sm_89_gate_on_fp8_code_is_the_fp8_capability() -> None:
+    out = fix("""\
+        import pytest
+        import torch
+        from torchao.utils import is_sm_at_least_89
+
+
+        @pytest.mark.skipif(not is_sm_at_least_89(), reason="needs sm89")
+        def test_fp8(device):
+            x = torch.ones(2, device=device).to(torch.float8_e4m3fn)
+        """)
+    assert '@pytest.mark.requires_capability("dtype.fp8_e4m3fn", native=True)' in out
+
+
+MULTIPROCESS = """\
+    import torch
+    from torch.testing._internal.common_distributed import skip_if_lt_x_gpu
+    from torch.testing._internal.common_fsdp import FSDPTest
+    from torch.testing._internal.common_utils import run_tests
+
+    _WORLD_SIZE = 2
+
+
+    class TestTwoRanks(FSDPTest):
+        @property
+        def world_size(self):
+            return _WORLD_SIZE
+
+        @skip_if_lt_x_gpu(_WORLD_SIZE)
+        def test_all_reduce(self):
+            torch.cuda.set_device(f"cuda:{self.rank}")
+            t = torch.ones(1, device="cuda")
+            torch.distributed.all_reduce(t)
+            self.assertEqual(t.item(), 2)
+    """
+
+
+def test_skip_if_lt_x_gpu_on_a_multi_process_class_becomes_ranks_not_devices() -> None:
+    """n ranks and a process-group backend for the device (requires_ranks), read from a module
+    constant; set_device gets the index (not a device string) through the device's module, which
+    torch.cpu has too: on the CPU the ranks share the device, with gloo."""
+    out = fix(MULTIPROCESS)
+    assert "@requires_ranks(2)\n    def test_all_reduce" in out and "requires_devices" not in out
+    assert "torch.get_device_module(device_type).set_device(self.rank)" in out
+    assert 't = torch.ones(1, device=device_type)' in out and "skip_if_lt_x_gpu" not in out
+
+
+def test_torch_target_keeps_skip_if_lt_x_gpu_and_does_not_call_it_fixed() -> None:
+    result = fix_text(textwrap.dedent(MULTIPROCESS), "t.py", "torch")
+    assert "@skip_if_lt_x_gpu(_WORLD_SIZE)" in result.after
+    counts = result.counts()
+    assert "DC005" not in counts.fixed and counts.left.get("DC005") == 1
+
+
+def test_a_torchtune_gpu_test_count_is_read() -> None:
+    out = fix("""\
+        import torch
+        from tests.test_utils import gpu_test
+
+
+        @gpu_test(gpu_count=2)
+        def test_two():
+            assert torch.ones(2).cuda().sum() == 2
+        """)
+    assert "@pytest.mark.requires_devices(2)" in out and "gpu_test" not in out
+
+
+# -- it finishes what it starts ----------------------------------------------------------------------
+
+def test_device_strings_passed_to_distributed_apis_move_with_the_tensors() -> None:
+    out = fix("""\
+        import torch
+        import torch.distributed as dist
+        from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+
+
+        def helper(rank):
+            mesh = init_device_mesh("cuda", (2,))
+            other = DeviceMesh("cuda", [0, 1])
+            backend = dist.get_default_backend_for_device("cuda")
+            module = torch.get_device_module("cuda")
+            scaler = torch.amp.GradScaler("cuda")
+            return torch.ones(2).cuda()
+        """)
+    assert '"cuda"' not in out and "cuda()" not in out
+    for call in ("init_device_mesh(device_type, (2,))", "DeviceMesh(device_type, [0, 1])",
+                 "get_default_backend_for_device(device_type)", "torch.get_device_module(device_type)",
+                 "torch.amp.GradScaler(device_type)"):
+        assert call in out
+
+
+def test_is_cuda_assertions_become_device_type_assertions() -> None:
+    out = fix("""\
+        import unittest
+        import torch
+
+
+        class T(unittest.TestCase):
+            def test_a(self):
+                x = torch.ones(2).cuda()
+                assert x.is_cuda
+                self.assertTrue(x.is_cuda)
+                self.assertFalse(torch.ones(1).is_cuda)
+        """)
+    assert out.count("(x.device.type == device_type)") == 2
+    assert "self.assertFalse(torch.ones(1).is_cuda)" in out  # true on every device: left as it is
+
+
+def test_an_integer_device_is_a_cuda_index() -> None:
+    out = fix("""\
+        import torch
+        import torch.distributed as dist
+
+
+        def helper(rank):
+            t = torch.rand(8, 8, device=dist.get_rank())
+            return torch.nn.Linear(2, 2).to(rank)
+        """)
+    assert "device=torch.device(device_type, dist.get_rank())" in out
+    assert ".to(torch.device(device_type, rank))" in out
+
+
+def test_a_count_through_an_alias_of_torch_cuda_is_read_as_torch_cuda() -> None:
+    """``import torch.cuda as tc; assert tc.device_count() >= 1``: an accelerator is there (on the
+    CPU it fails as the original did, on every accelerator it holds), the alias goes."""
+    out = fix("""\
+        import torch
+        import torch.cuda as tc
+
+
+        def test_count():
+            assert tc.device_count() >= 1
+        """)
+    assert "assert torch.accelerator.is_available()" in out and "tc" not in out
+
+
+# -- its report is honest ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("target", ["devcaps", "torch"])
+@pytest.mark.parametrize("source", [PRIMARY_CONTEXT, MULTIPROCESS])
+def test_fixed_plus_left_is_found_for_every_rule(source: str, target: str) -> None:
+    counts = fix_text(textwrap.dedent(source), "t.py", target).counts()  # type: ignore[arg-type]
+    assert not counts.new
+    for code, found in counts.found.items():
+        assert counts.fixed.get(code, 0) + counts.left.get(code, 0) == found, code
+
+
+def test_a_file_left_as_it_was_reports_nothing_fixed() -> None:
+    result = fix_text(textwrap.dedent(PRIMARY_CONTEXT).replace("x = torch.randn(1, device=\"cuda\")\n", ""),
+                      "t.py", "torch")
+    assert result.after == result.before and sum(result.counts().fixed.values()) == 0
+
+
+# -- formatting and names ------------------------------------------------------------------------------
+
+def test_device_type_goes_after_every_import_and_orphans_go() -> None:
+    source = """\
+        \"\"\"doc\"\"\"
+        import unittest
+
+        import torch
+        from torch.testing._internal.common_utils import TEST_MULTIGPU, TestCase
+
+        if not torch.cuda.is_available():
+            print("no cuda")
+            TestCase = object  # noqa: F811
+
+        import torch.nn as nn
+
+
+        class T(TestCase):
+            @unittest.skipIf(not TEST_MULTIGPU, "only one GPU detected")
+            def test_a(self):
+                self.assertEqual(nn.Linear(2, 2).cuda().weight.shape, (2, 2))
+        """
+    out = fix(source)
+    assert out.index("import torch.nn as nn") < out.index("device_type = (")
+    assert "import unittest" not in out and "TEST_MULTIGPU" not in out
+    ruff = subprocess.run([sys.executable, "-m", "ruff", "check", "--select", "F,E4,E7,E9", "--stdin-filename",
+                           "t.py", "-"], input=out, capture_output=True, text=True, check=False)
+    assert ruff.returncode == 0, ruff.stdout
+
+
+def test_a_local_device_takes_the_fixture_under_a_free_name() -> None:
+    out = fix("""\
+        import torch
+
+
+        def test_loop():
+            for device in ["cpu"]:
+                pass
+            x = torch.ones(2).cuda()
+        """)
+    assert "def test_loop(devcaps_device):" in out and ".to(devcaps_device)" in out
+
+
+def test_new_code_goes_through_the_name_the_module_binds_torch_to() -> None:
+    out = fix("""\
+        import unittest
+        import torch as th
+
+
+        class T(unittest.TestCase):
+            @unittest.skipIf(not th.cuda.is_available(), "no cuda")
+            def test_a(self):
+                x = th.ones(2).cuda()
+        """)
+    assert "th.accelerator.is_available()" in out and "th.accelerator.current_accelerator(" in out
+    assert "import torch\n" not in out and "torch." not in out.replace("th.", "")
+
+
+def test_a_name_rebound_to_something_else_is_not_torch() -> None:
+    assert analyze("from mylib import fake as torch\n\n\ndef test_a():\n    torch.cuda.synchronize()\n",
+                   "t.py").findings == ()
+    found = analyze('import pytest\ntorch = pytest.importorskip("torch")\n\n\ndef test_a():\n'
+                    "    torch.cuda.synchronize()\n", "t.py").findings
+    assert [f.code for f in found] == ["DC004"]
+
+
+def test_a_class_of_the_files_own_cuda_method_is_not_torchs() -> None:
+    out = fix("""\
+        import torch
+
+
+        class Wrapper:
+            def __init__(self):
+                self.t = torch.ones(2)
+
+            def cuda(self):
+                self.t = self.t.cuda()
+                return self
+
+
+        def test_w():
+            w = Wrapper()
+            w.cuda()
+        """)
+    assert "w.cuda()" in out and ".to(" not in out
+
+
+def test_plain_pytest_files_get_pytest_marks_under_target_torch() -> None:
+    out = fix("""\
+        import pytest
+        import torch
+
+
+        @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="2 gpus")
+        def test_a():
+            x = torch.ones(2).cuda()
+        """, "torch")
+    assert "@pytest.mark.skipif(torch.accelerator.device_count() < 2" in out and "unittest" not in out
+
+
+def test_converted_code_uses_the_accelerator_that_is_usable() -> None:
+    """A CUDA build with no GPU answers "cuda" to current_accelerator(): the converted
+    ``device_type`` asks for a usable one (issue 33)."""
+    out = fix("import torch\n\n\ndef helper():\n    return torch.ones(1, device='cuda')\n".replace("'", '"'), "torch")
+    tree = ast.parse(out)
+    assert "current_accelerator(check_available=True)" in out
+    assert "current_accelerator()" not in out and tree
