@@ -84,3 +84,40 @@ def test_facts_a_hook_backend_declares_may_be_used_and_others_may_not(tmp_path: 
     with pytest.raises(ConfigError, match=re.escape(
             f"{overrides}:3: overrides[0].match.acme_gen: unknown device fact 'acme_gen'")):
         build_registry(options)
+
+
+def test_a_registry_of_many_devices_is_read_in_linear_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every record of every device, by device key: a profile of 100,000 devices took over
+    150 s because each lookup scanned the devices (quadratic). Counted in key computations, not
+    timed: doubling the devices doubles the work."""
+    from pytest_devcaps.config import load_catalogue
+    from pytest_devcaps.model import CapabilityRecord, DeviceIdentity, Level
+    from pytest_devcaps.registry import CapabilityRegistry
+
+    catalogue = load_catalogue()
+    names = catalogue.names()
+    computed = [0]
+    key = DeviceIdentity.key
+
+    def counted(self: DeviceIdentity) -> str:
+        computed[0] += 1
+        return key.fget(self)  # type: ignore[attr-defined, no-any-return]
+
+    def work(devices: int) -> int:
+        identities = [DeviceIdentity(type="cuda", index=i, vendor="nvidia", name="H100",
+                                     arch="sm_90", memory_bytes=None, count=devices,
+                                     torch_version="") for i in range(devices)]
+        records = {d.key: {n: CapabilityRecord(n, d.key, Level.NATIVE, "r", "profile:x")
+                           for n in names} for d in identities}
+        registry = CapabilityRegistry(identities, records, catalogue)
+        computed[0] = 0
+        monkeypatch.setattr(DeviceIdentity, "key", property(counted))
+        try:
+            assert len(list(registry)) == devices * len(names)
+            registry.identity(f"cuda:{devices - 1}")
+        finally:
+            monkeypatch.setattr(DeviceIdentity, "key", key)
+        return computed[0]
+
+    small, large = work(100), work(200)
+    assert large <= 2.2 * small, (small, large)

@@ -63,6 +63,13 @@ def die_with_parent(parent_pid: int, exit_code: int = STOPPED_EXIT_CODE) -> bool
     return prctl is not None
 
 
+def become_subreaper() -> bool:
+    """Make this process a child subreaper (Linux): orphans below it, ``setsid`` ones too, are
+    reparented to it, so :func:`kill_descendants` finds them. False where it cannot be."""
+    prctl = _prctl()
+    return prctl is not None and prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+
+
 def guard(parent_pid: int) -> int | None:
     """Split into guardian and worker (see the module); returns in the worker only, with the
     guardian's pid (the worker's parent), or None where nothing was forked (not Linux)."""

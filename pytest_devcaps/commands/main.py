@@ -8,6 +8,7 @@ runs its suites in a child pytest): a warm ``devcaps probe`` must not pay for it
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Sequence
 
@@ -145,7 +146,23 @@ def command_lint(args: argparse.Namespace) -> int:
 
         raise LintInputError("--check goes with --fix (`devcaps lint --fix --check`): it says whether "
                              "--fix would change anything")
+    _check_option_like_paths(args.paths)
     return run(args.paths, args.exclude, args.format, "fix-check" if args.check else mode, target=args.target)
+
+
+def _check_option_like_paths(paths: Sequence[str]) -> None:
+    """A path named like an option reaches here only after ``--`` (``devcaps lint --
+    -weird.py``, as the pre-commit hooks call it), where it is linted when it exists; one
+    that does not is most likely an option given too late (a hook's ``args:``), and is
+    refused saying so, not looked for in silence."""
+    from pytest_devcaps.lint.source import LintInputError
+
+    for path in paths:
+        if path.startswith("-") and path != "-" and not os.path.lexists(path):
+            raise LintInputError(
+                f"{path}: no such file or directory; after `--` every argument is a path: "
+                "options go before it (with the pre-commit hooks, override `entry:`, e.g. "
+                "`entry: devcaps lint --format github --`: a hook's `args:` come after the `--`)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

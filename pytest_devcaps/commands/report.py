@@ -5,26 +5,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import stat
 import sys
-from importlib import resources
 from pathlib import Path
 from typing import Any, Sequence
 
 from pytest_devcaps.errors import UnsafeFileError
-from pytest_devcaps._util.files import write_atomic
+from pytest_devcaps._util.files import replace_refusal, write_atomic
 from pytest_devcaps.report.formats import FORMATS, ReportError
 from pytest_devcaps.report.html import render
 from pytest_devcaps.report.fleet import merge
 from pytest_devcaps.report.sources import load_source, parse_argument, read_json
-from pytest_devcaps.report.validate import SchemaMismatch, validate
-
-SCHEMA_FILE = "devcaps-report.schema.json"
-
-
-def schema_text() -> str:
-    """The JSON Schema of every kind of report (package data ``schemas/devcaps-report.schema.json``)."""
-    return (resources.files("pytest_devcaps.report") / "schemas" / SCHEMA_FILE).read_text("utf-8")
+from pytest_devcaps.report.validate import SchemaMismatch, schema_text, validate_kind
 
 
 def merged(arguments: Sequence[str]) -> dict[str, Any]:
@@ -56,30 +47,58 @@ def checked_fleet(document: dict[str, Any], path: str) -> dict[str, Any]:
         raise ReportError(f"fleet report format {version!r} {why} (this pytest-devcaps reads "
                           f"format {FORMATS['fleet']})", file=path, key="format")
     try:
-        validate(document, json.loads(schema_text()), "fleet")
+        validate_kind(document, "fleet")
     except SchemaMismatch as error:
         raise ReportError(f"not a fleet report this pytest-devcaps wrote: {error}", file=path,
                           key=error.where or None) from None
     return document
 
 
+def check_output(output: str) -> None:
+    """``-o``, checked before anything is read (as ``--devcaps-json``): ``-`` (standard output,
+    which must be open), or a path an atomic write may replace: not a directory, a device such
+    as ``/dev/null`` (as root the rename would replace the node; ``-o - >/dev/null`` discards),
+    a FIFO or a socket, nor a path under a file."""
+    if output == "-":
+        if sys.stdout is None or sys.stdout.closed:
+            raise ReportError("cannot write: standard output is closed (give -o FILE)", file="-")
+        return
+    if not output.strip():
+        raise ReportError("needs a file path, or - for standard output", file="-o")
+    refusal = replace_refusal(Path(output))
+    if refusal is not None:
+        raise ReportError(f"cannot write: {refusal}", file=output)
+
+
 def _write(output: str, text: str) -> None:
-    """``text`` to ``output`` (``-``: standard output; a character device such as /dev/null
-    is written as a stream, everything else replaced atomically); a :class:`ReportError` for
-    any failure (read-only, a path under a file, a full disk)."""
+    """``text`` to ``output`` (``-``: standard output; anything else replaced atomically); a
+    :class:`ReportError` for any failure (read-only, a path under a file, a full disk, a
+    closed pipe)."""
     try:
         if output == "-":
+            check_output(output)
             sys.stdout.write(text)
             sys.stdout.flush()
-        elif os.path.exists(output) and stat.S_ISCHR(os.stat(output).st_mode):
-            with open(output, "w", encoding="utf-8") as stream:
-                stream.write(text)
         else:
             write_atomic(Path(output), text)
     except OSError as error:
+        if output == "-":
+            _detach_stdout()
         raise ReportError(f"cannot write: {error.strerror or error}", file=output) from None
     except UnsafeFileError as error:
         raise ReportError(f"cannot write: {error.reason}", file=output) from None
+
+
+def _detach_stdout() -> None:
+    """After a failed write to standard output (a closed pipe), what is still buffered must
+    not fail again when the interpreter flushes at exit (Python's "Exception ignored" lines):
+    standard output becomes /dev/null."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def _tell(fleet: dict[str, Any]) -> None:
@@ -108,6 +127,7 @@ def command_report(args: argparse.Namespace) -> int:
     if args.report_command == "schema":
         _write("-", schema_text())
         return 0
+    check_output(args.output)
     if args.report_command == "merge":
         fleet = merged(args.reports)
         _write(args.output, json.dumps(fleet, indent=1, sort_keys=True) + "\n")

@@ -37,10 +37,15 @@ class RankStore:
         self.stopped = stopped
         """True once waiting is pointless (the launcher is stopping this rank): every wait
         ends at once, as a rank that did not publish."""
+        self.gone = False
+        """True once the store's host (the launcher) is known to be gone: nothing is sent to it
+        (torch's client would log a C++ stack per call)."""
         self._store: Any = None
         self._prefix = f"pytest-devcaps/session-{next(_SESSIONS)}/"
 
     def _connect(self) -> Any:
+        if self.gone:
+            raise RankUnreachable("the launcher is gone, and its store with it")
         if self._store is not None:
             return self._store
         import torch.distributed as dist
@@ -66,7 +71,13 @@ class RankStore:
         return self._store
 
     def publish(self, name: str, text: str) -> None:
-        self._connect().set(f"{name}/{self.info.rank}", text)
+        """Set this rank's text under ``name``; :class:`RankUnreachable` when the store is gone
+        (its host, the launcher, was killed: torch's DistNetworkError)."""
+        store = self._connect()
+        try:
+            store.set(f"{name}/{self.info.rank}", text)
+        except Exception as exc:  # noqa: BLE001 - the store went away with its host
+            raise RankUnreachable(f"the launcher's store is gone: {exc}") from None
 
     def read(self, name: str, rank: int, timeout_s: float | None = None) -> str:
         """Rank ``rank``'s text under ``name``, waiting for it up to the timeout (or until

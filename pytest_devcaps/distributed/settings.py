@@ -1,8 +1,11 @@
 """The harness's knobs: environment variables and ``world_size``, validated where they are read.
 
-Every value is read when a world is about to start (never at import, so a bad variable fails the
-test that needs it, not every session) and a bad one raises :class:`ConfigError` naming the
-variable or argument and what it takes. The variables are ``PYTEST_DEVCAPS_DIST_*``; their old
+Every value is read when a world is about to start (never at import) and a bad one raises
+:class:`ConfigError` naming the variable or argument and what it takes. The variables are also
+checked once with the session's other settings (:func:`check_environment`, called by
+``session.options.environment_settings``): a bad one is a one-line usage error of the whole
+session (pytest's exit 4), as every other bad setting is, not a failed test with the harness's
+traceback. The variables are ``PYTEST_DEVCAPS_DIST_*``; their old
 names (``DEVCAPS_DIST_*``) still work with a deprecation warning (:mod:`pytest_devcaps._util.environ`).
 Standard library only.
 """
@@ -10,8 +13,10 @@ Standard library only.
 from __future__ import annotations
 
 import os
+import warnings
+from typing import Mapping
 
-from pytest_devcaps.errors import ConfigError
+from pytest_devcaps.errors import ConfigError, DevcapsDeprecationWarning
 from pytest_devcaps._util.durations import parse_seconds
 from pytest_devcaps._util.environ import (
     ENV_DIST_PG_TIMEOUT,
@@ -46,18 +51,19 @@ def seconds(value: object, name: str) -> float:
     return parse_seconds(value, name)
 
 
-def env_seconds(variable: str, default: float) -> float:
+def env_seconds(variable: str, default: float,
+                environ: Mapping[str, str] | None = None) -> float:
     """A timeout from the environment (``default`` when unset or empty); an error names the
     variable that was set (the old name, when that one was)."""
-    found = lookup(variable)
+    found = lookup(variable, environ)
     if found is None or not found.value.strip():
         return default
     return seconds(found.value.strip(), found.variable)
 
 
-def env_flag(variable: str, default: bool) -> bool:
+def env_flag(variable: str, default: bool, environ: Mapping[str, str] | None = None) -> bool:
     """A yes/no variable: 1/true/yes/on or 0/false/no/off (case-insensitive); unset: ``default``."""
-    found = lookup(variable)
+    found = lookup(variable, environ)
     if found is None:
         return default
     raw = found.value.strip().lower()
@@ -67,6 +73,18 @@ def env_flag(variable: str, default: bool) -> bool:
         return False
     raise ConfigError(f"expected 1/true/yes/on or 0/false/no/off, got {found.value!r}",
                       file=found.variable)
+
+
+def check_environment(environ: Mapping[str, str] | None = None) -> None:
+    """Every ``PYTEST_DEVCAPS_DIST_*`` variable (and its old name) checked now: a bad value, or
+    the old and new names set to different values, is a :class:`ConfigError` naming it. The
+    deprecation warning of an old name is left to the reads where the value is used."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DevcapsDeprecationWarning)
+        env_seconds(ENV_DIST_TIMEOUT, DEFAULT_TIMEOUT_S, environ)
+        env_seconds(ENV_DIST_PG_TIMEOUT, DEFAULT_PG_TIMEOUT_S, environ)
+        env_flag(ENV_DIST_SHARE_DEVICES, False, environ)
+        env_flag(ENV_DIST_REUSE, True, environ)
 
 
 def watchdog_timeout() -> float:

@@ -7,10 +7,16 @@ device chosen by a ``when=`` condition over device facts. Which rule wins for a 
 whose ``when`` holds beats one without ``when``; one naming the dtype beats one for every dtype;
 then the marker closest to the test (function, class, module) first. Without a matching rule
 there is no override and ``torch.testing.assert_close`` uses its own per-dtype defaults.
+
+The rule is the test's, by its ``dtype`` parameter: a bf16 test that compares upcast tensors
+(``tolerances.assert_close(got.float(), ref)``) is held to its bf16 rule, not to float32's
+defaults; a floating dtype no rule names (``kwargs(torch.float32)`` there) takes the test's
+dtype's rule too. A failing comparison says which rule applied (or that none did).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
@@ -59,9 +65,26 @@ class ToleranceRule:
 
 
 def _number(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise MarkerError(MARKER, f"{name}= takes a number >= 0, got {value!r}")
+    """A finite number >= 0 (NaN would compare as nothing and pass or fail every value; an
+    infinite tolerance passes everything)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+            math.isfinite(value) and value >= 0):
+        raise MarkerError(MARKER, f"{name}= takes a finite number >= 0, got {value!r}")
     return float(value)
+
+
+def _floating_name(dtype: Any) -> bool:
+    """The test's ``dtype`` parameter is a floating or complex dtype (a dtype, or its name)."""
+    if isinstance(dtype, str):
+        import torch
+
+        dtype = getattr(torch, dtype, None)
+    return dtype is not None and _floating(dtype)
+
+
+def _floating(dtype: Any) -> bool:
+    """A floating or complex torch dtype (asked of the dtype itself: no torch import)."""
+    return bool(getattr(dtype, "is_floating_point", False) or getattr(dtype, "is_complex", False))
 
 
 def _dtype_names(value: Any) -> tuple[str, ...] | None:
@@ -105,17 +128,37 @@ class Tolerances:
         self.dtype = dtype
         self._rules = [rule for rule in rules if rule.when is None or holds(rule.when, identity)]
 
-    def for_dtype(self, dtype: Any = None) -> Tolerance | None:
-        """The override for ``dtype`` (default: the test's dtype); None when no rule matches."""
-        wanted = dtype if dtype is not None else self.dtype
-        name = None if wanted is None else dtype_name(wanted)
+    def _best(self, name: str | None) -> ToleranceRule | None:
         ranked = sorted(
             (rule for rule in self._rules if rule.dtypes is None or name in rule.dtypes),
             key=lambda rule: (rule.when is None, rule.dtypes is None))  # stable: closest first
-        if not ranked:
-            return None
-        best = ranked[0]
-        return Tolerance(best.atol, best.rtol, f"{best.describe()} on {self.identity.key}")
+        return ranked[0] if ranked else None
+
+    def _found(self, names: Sequence[Any]) -> Tolerance | None:
+        """The rule of the first of ``names`` (dtypes) that one matches."""
+        for dtype in names:
+            name = None if dtype is None else dtype_name(dtype)
+            best = self._best(name)
+            if best is not None:
+                return Tolerance(best.atol, best.rtol, f"{best.describe()} on {self.identity.key}")
+        return None
+
+    def for_dtype(self, dtype: Any = None) -> Tolerance | None:
+        """The override for ``dtype`` (default: the test's dtype); None when no rule matches.
+        A floating ``dtype`` no rule matches takes the test's dtype's rule (a comparison upcast
+        to float32 in a bf16 test is the bf16 test's)."""
+        if dtype is None:
+            return self._found([self.dtype])
+        upcast = _floating(dtype) and _floating_name(self.dtype)
+        return self._found([dtype, self.dtype] if upcast else [dtype])
+
+    def for_comparison(self, dtype: Any) -> Tolerance | None:
+        """The override for comparing tensors of ``dtype`` in this test: the test's dtype's
+        rule first when both are floating (upcast or downcast, the test's rule holds), then
+        ``dtype``'s own."""
+        if _floating(dtype) and _floating_name(self.dtype):
+            return self._found([self.dtype, dtype])
+        return self.for_dtype(dtype)
 
     def kwargs(self, dtype: Any = None) -> dict[str, float]:
         """``{"atol": ..., "rtol": ...}`` to splat into ``assert_close``; ``{}`` without an override."""
@@ -133,12 +176,35 @@ class Tolerances:
         return None if found is None else found.rtol
 
     def assert_close(self, actual: Any, expected: Any, **kwargs: Any) -> None:
-        """``torch.testing.assert_close`` with the tolerance for ``actual``'s dtype on this
-        device (explicit ``atol``/``rtol`` keywords win)."""
+        """``torch.testing.assert_close`` with this test's tolerance for ``actual``'s dtype on
+        this device (:meth:`for_comparison`; explicit ``atol``/``rtol`` keywords win). A failure
+        says which rule applied, or that torch's defaults did."""
         import torch
 
-        merged = {**self.kwargs(getattr(actual, "dtype", None)), **kwargs}
-        torch.testing.assert_close(actual, expected, **merged)
+        dtype = getattr(actual, "dtype", None)
+        found = self.for_comparison(dtype)
+        merged = {**({} if found is None else found.kwargs()), **kwargs}
+        try:
+            torch.testing.assert_close(actual, expected, **merged)
+        except AssertionError as error:
+            error.args = (f"{error}\n{self._applied(found, dtype, kwargs)}", *error.args[1:])
+            raise
+
+    def _applied(self, found: Tolerance | None, dtype: Any, given: Any) -> str:
+        """The line a failed comparison ends with: the tolerance it was held to, and why."""
+        compared = "" if dtype is None else f" (tensors of {dtype_name(dtype)}"
+        if compared and self.dtype is not None and dtype_name(self.dtype) != dtype_name(dtype):
+            compared += f" in a {dtype_name(self.dtype)} test"
+        compared += ")" if compared else ""
+        explicit = {k: given[k] for k in ("atol", "rtol") if k in given}
+        if explicit:
+            values = ", ".join(f"{k}={v}" for k, v in explicit.items())
+            over = "" if found is None else f" over {found.source}"
+            return f"tolerance: {values} given to assert_close{over}{compared}"
+        if found is None:
+            return (f"tolerance: no tolerance rule for this test on {self.identity.key}: "
+                    f"torch.testing.assert_close's defaults{compared}")
+        return f"tolerance: atol={found.atol:g}, rtol={found.rtol:g} from {found.source}{compared}"
 
     def __repr__(self) -> str:
         return f"<Tolerances {self.identity.key}: {len(self._rules)} matching rule(s)>"

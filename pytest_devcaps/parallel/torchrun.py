@@ -9,10 +9,13 @@ reported as one run.
   the main thread is stuck (pytest-timeout's dump before it ends the process), which goes to
   standard error. Rank 0 reports every other rank's failures with the rank's id, and its exit
   status and JSON report (``peers``) count them, and the ranks that never reported.
-- The launcher stops every rank with SIGTERM when one dies (torch
-  ``torch/distributed/elastic/multiprocessing/api.py`` ``_close``: SIGTERM, 30 s, SIGKILL): a
-  rank turns it into an interrupt (pytest's exit status 2), stops waiting for the others, and
-  still writes its JSON report.
+- The launcher stops every rank with SIGTERM when one dies, and passes on a Ctrl-C as SIGINT
+  (torch ``torch/distributed/elastic/multiprocessing/api.py`` ``_close``: the signal, 30 s,
+  SIGKILL): a rank turns either into an interrupt (pytest's exit status 2), stops waiting for
+  the others, and still writes its JSON report. A rank also watches its parent, the launcher:
+  when it is gone (SIGKILL, an OOM kill) the rank interrupts itself the same way instead of
+  running on as an orphan. A rank is a child subreaper (Linux): what its tests left running,
+  ``setsid`` processes included, is killed when the rank exits.
 - Every rank must collect the same tests in the same order (``distributed`` bodies meet in
   collectives): the ranks compare their collected ids when collection finishes, and a mismatch
   is a usage error naming the ids that differ. pytest-randomly gets rank 0's seed on every rank
@@ -31,6 +34,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -208,17 +212,24 @@ class RankSession:
         self.finishing = False
         self.terminated = False
         store.stopped = lambda: self.terminated
-        self._previous_handler: Any = None
+        self.why_stopped = ""
+        self._previous_handlers: dict[int, Any] = {}
         if threading.current_thread() is threading.main_thread():
-            self._previous_handler = signal.signal(signal.SIGTERM, self._on_sigterm)
+            for number in (signal.SIGTERM, signal.SIGINT):
+                self._previous_handlers[number] = signal.signal(number, self._on_stop)
+            watch_launcher(self)
+        reap_at_exit()
 
-    def _on_sigterm(self, signum: int, frame: Any) -> None:
-        """The launcher stops this rank (another one died): end the tests as an interrupt;
-        once the session is finishing, only stop waiting for the other ranks."""
+    def _on_stop(self, signum: int, frame: Any) -> None:
+        """The launcher stops this rank (another one died: SIGTERM; Ctrl-C: SIGINT), or the
+        launcher is gone: end the tests as an interrupt; once the session is finishing, only
+        stop waiting for the other ranks."""
         self.terminated = True
+        if not self.why_stopped:  # the launcher watch sets its own reason first
+            self.why_stopped = (f"the launcher sent {signal.Signals(signum).name}: another rank "
+                                "failed or died, or the run was interrupted")
         if not self.finishing:
-            raise KeyboardInterrupt(f"rank {self.info.rank} stopped by the launcher (SIGTERM): "
-                                    "another rank of the world failed or died")
+            raise KeyboardInterrupt(f"rank {self.info.rank} stopped: {self.why_stopped}")
 
     def peer_fields(self) -> dict[str, Any]:
         """What this rank's JSON report says about the others (``session.reporting`` asks the
@@ -273,8 +284,8 @@ class RankSession:
         launcher stops every rank as soon as one exits with an error, so no rank may leave
         before rank 0 has said everything: rank 0 says it is done at interpreter exit (after
         pytest printed its last line), the others wait for that before they exit."""
-        if self._previous_handler is not None:
-            signal.signal(signal.SIGTERM, self._previous_handler)
+        for number, handler in self._previous_handlers.items():
+            signal.signal(number, handler)
         if self.info.rank == 0:
             atexit.register(_say_done, self.store)
             return
@@ -290,7 +301,8 @@ class RankSession:
         for rank, text in self.store.gather(RESULTS, range(1, self.info.world_size)).items():
             if text is None:
                 self.silent.append(rank)
-                why = "before rank 0 was stopped by the launcher" if self.terminated else \
+                why = f"before rank 0 stopped ({self.why_stopped or 'interrupted'})" \
+                    if self.terminated else \
                     f"within {self.store.timeout_s:g} s (--devcaps-rank-timeout)"
                 self.problems.append(f"rank {rank} did not report its results {why}: it died "
                                      f"or hung")
@@ -316,15 +328,49 @@ class RankSession:
 def _say_done(store: RankStore) -> None:
     try:
         store.publish(DONE, "done")
-    except RankUnreachable:
-        pass
+    except (RankUnreachable, KeyboardInterrupt):
+        pass  # the launcher (and its store) is gone, or a second Ctrl-C: leave anyway
 
 
 def _wait_done(store: RankStore) -> None:
     try:
         store.read(DONE, 0)
-    except RankUnreachable:
+    except (RankUnreachable, KeyboardInterrupt):
         pass  # rank 0 is gone or stuck: leave anyway
+
+
+_LAUNCHER_GONE = signal.SIGTERM
+"""The signal a rank sends itself when its launcher is gone (the SIGTERM path, then)."""
+_WATCH_S = 0.5
+
+
+def watch_launcher(session: RankSession) -> None:
+    """A thread that notices the launcher (this process's parent) is gone, and stops the rank
+    as the launcher's SIGTERM would: a rank never runs on as an orphan (a SIGKILLed torchrun
+    sends nothing). The reason is set first so the rank says the launcher died."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(_WATCH_S)
+        session.why_stopped = "the launcher is gone (killed), and this rank with it"
+        session.store.gone = True
+        try:
+            os.kill(os.getpid(), _LAUNCHER_GONE)
+        except OSError:
+            pass
+
+    threading.Thread(target=watch, name="devcaps-launcher-watch", daemon=True).start()
+
+
+def reap_at_exit() -> None:
+    """Make this rank a child subreaper (Linux) and kill what is left below it at exit: a
+    ``setsid`` grandchild a test started no longer outlives the run. Registered first, so it
+    runs after the ranks' last words (atexit runs in reverse)."""
+    from pytest_devcaps._util.guardian import become_subreaper, kill_descendants
+
+    if become_subreaper():
+        atexit.register(kill_descendants, os.getpid(), deadline_s=5.0)
 
 
 def _message(report: pytest.TestReport) -> str:

@@ -83,6 +83,13 @@ class CapabilityRegistry:
 
         self.devices: tuple[DeviceIdentity, ...] = tuple(devices)
         self._records = {dev: dict(caps) for dev, caps in records.items()}
+        # lookups by key and by type, made once: a profile of 100,000 devices asked for every
+        # device's records must not scan the devices for each record (that was quadratic)
+        self._by_key: dict[str, DeviceIdentity] = {}
+        self._by_type: dict[str, list[DeviceIdentity]] = {}
+        for identity in self.devices:
+            self._by_key.setdefault(identity.key, identity)
+            self._by_type.setdefault(identity.type, []).append(identity)
         self.catalogue = catalogue
         self.meta: dict[str, Any] = dict(meta or {})
         self.facts: FactVocabulary = facts if facts is not None else builtin_vocabulary()
@@ -122,11 +129,11 @@ class CapabilityRegistry:
         if device is None:
             return self.primary_device
         text = str(device)
-        for identity in self.devices:
-            if identity.key == text:
-                return identity
+        found = self._by_key.get(text)
+        if found is not None:
+            return found
         kind, _, index = text.partition(":")
-        candidates = [i for i in self.devices if i.type == kind]
+        candidates = self._by_type.get(kind, [])
         if candidates and not index:
             return candidates[0]
         if candidates and index.isdigit() and int(index) < max(i.count for i in candidates):
@@ -149,7 +156,7 @@ class CapabilityRegistry:
         identity = self.identity(device)
         base = self._records.get(identity.key)
         if base is None:
-            first = next(i for i in self.devices if i.type == identity.type)
+            first = self._by_type[identity.type][0]
             return dataclasses.replace(self._records[first.key][capability], device=identity.key)
         return base[capability]
 

@@ -33,6 +33,12 @@ had none of them, so a failed run could look green: it is not rendered)."""
 FORMATS: Mapping[str, int] = {"pytest": PYTEST_FORMAT, "check": CHECK_FORMAT,
                               "probe": PROBE_FORMAT, "fleet": FLEET_FORMAT}
 
+TEST_OUTCOMES = ("passed", "failed", "skipped", "error", "xfailed", "xpassed", "would-run",
+                 "would-skip")
+"""A test entry's ``outcome`` (or null: it never finished): pytest's terminal categories and a
+plan's two (the schema's ``test.outcome`` enum; ``tests/report`` checks they agree). A report
+with any other outcome is refused: ``"FAILED"`` must not merge as a pass."""
+
 OUTCOME_ORDER = ("error", "failed", "xpassed", "passed", "xfailed", "skipped-by-capability",
                  "skipped-other", "would-run", "would-skip")
 """Outcome classes, worst first: when reports disagree about one test, the worst one counts."""

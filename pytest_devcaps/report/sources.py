@@ -1,28 +1,45 @@
 """Reading one report file into a :class:`Source`: what a merge needs, checked, in one shape.
 
 Reads ``pytest --devcaps-json`` reports (run and plan mode), ``devcaps check --json`` (format 1,
-and the format-0 list of suites with counts), ``devcaps probe --json``. A problem is a
-:class:`ReportError` naming the file and key; a fleet report is refused (merge the reports it was
-made from). Standard library only.
+and the format-0 list of suites with counts), ``devcaps probe --json``. Nothing in a report is
+believed before it is checked: the file within limits (size, values, nesting, string lengths),
+a report of the current format against its kind's JSON Schema, and every value the merge keeps
+(outcomes, levels, device types, keys and indices, names) from its closed set or of its type,
+whatever the format. A problem is a :class:`ReportError` naming the file and key; a fleet report
+is refused (merge the reports it was made from). Standard library only.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from pytest_devcaps.errors import DevcapsValueError
-from pytest_devcaps.model import DeviceIdentity
-from pytest_devcaps.report.formats import FORMATS, ReportError, classify_outcome
+from pytest_devcaps._util.files import read_regular_file
+from pytest_devcaps.errors import DevcapsValueError, UnsafeFileError, did_you_mean, short_repr
+from pytest_devcaps.model import DeviceIdentity, Level
+from pytest_devcaps.report.formats import (FORMATS, OUTCOME_ORDER, TEST_OUTCOMES, ReportError,
+                                           classify_outcome)
+from pytest_devcaps.report.validate import SchemaMismatch, validate_kind
 
 MAX_BYTES = 256 * 2**20
 """The largest report file read (a fleet of thousands of ranks is a few MB)."""
+MAX_VALUES = 16_000_000
+"""The most JSON values (objects, lists, strings, numbers) a report may hold, counted on the
+bytes before parsing (commas and brackets: an upper bound): what bounds the memory one file
+takes (about 64 bytes a value; a report of a million tests holds about 11 million)."""
 MAX_DEPTH = 64
 """The deepest nesting of objects and lists a report may have (reports nest about 6 deep)."""
 MAX_INT_DIGITS = 40
 """The longest integer literal read (Python refuses over 4,300 digits with a ValueError)."""
+MAX_STRING = 2**20
+"""The longest string anywhere in a report (a collection error's traceback is the longest)."""
+MAX_NAME = 4096
+"""The longest name the merge repeats (suite, run id, capability, answer source, device key)."""
+MAX_HOST = 255
+"""The longest host name (DNS allows 253; every device id of the fleet repeats it)."""
 UNKNOWN_HOST = "(unknown host)"
 COLLECTION_ERROR_ID = "(collection)"
 """The test id of a collection error that names no file (pytest's session-level collect report)."""
@@ -30,6 +47,13 @@ NO_DEVICE = "-"
 """The device key of tests that ran on no device (a test without the ``device`` fixture)."""
 DEFAULT_SUITE = "pytest"
 """The suite name of a pytest report that names none (``SUITE=PATH`` on the command line names it)."""
+DEVICE_TYPE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
+"""A device type: torch's names and a backend's own (a renamed PrivateUse1: ``emu``)."""
+DEVICE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}(:[0-9]{1,9})?\Z")
+"""A device key as ``DeviceIdentity.key`` writes it: ``cpu``, ``cuda:0``."""
+LEVELS = tuple(level.value for level in Level)
+COUNTED_OUTCOMES = tuple(dict.fromkeys((*OUTCOME_ORDER, *TEST_OUTCOMES)))
+"""What format 0 of a check report counts: outcome classes (and outcomes)."""
 
 
 @dataclass(frozen=True)
@@ -121,38 +145,51 @@ def _constant(text: str) -> Any:
 
 
 def read_json(path: str) -> Any:
-    """One JSON document from ``path``, within limits: :data:`MAX_BYTES`, :data:`MAX_DEPTH`,
-    :data:`MAX_INT_DIGITS`, finite numbers only. Every problem is a :class:`ReportError`."""
-    if not os.path.isfile(path):
-        raise ReportError("not a readable file" if os.path.exists(path) else "no such file",
-                          file=path)
+    """One JSON document from ``path``, within limits: :data:`MAX_BYTES`, :data:`MAX_VALUES`,
+    :data:`MAX_DEPTH`, :data:`MAX_INT_DIGITS`, :data:`MAX_STRING`, finite numbers only, UTF-8.
+    Only a regular file is read (a FIFO or a device is refused at once). Every problem is a
+    :class:`ReportError`."""
     try:
-        if os.path.getsize(path) > MAX_BYTES:
-            raise ReportError(f"larger than {MAX_BYTES // 2**20} MiB: not read", file=path)
-        with open(path, encoding="utf-8") as handle:
-            document = json.loads(handle.read(), parse_int=_int_literal,
-                                  parse_float=_float_literal, parse_constant=_constant)
+        data = read_regular_file(path, limit=MAX_BYTES)
+    except FileNotFoundError:
+        raise ReportError("no such file", file=path) from None
+    except UnsafeFileError as error:
+        raise ReportError(f"not read: {error.reason}", file=path) from None
+    except OSError as error:
+        raise ReportError(f"cannot be read: {error.strerror or error}", file=path) from None
+    values = data.count(b",") + data.count(b"[") + data.count(b"{") + 1
+    if values > MAX_VALUES:
+        raise ReportError(f"may hold {values:,} values, more than the {MAX_VALUES:,} read: not "
+                          "read", file=path)
+    try:
+        document = json.loads(data.decode("utf-8"), parse_int=_int_literal,
+                              parse_float=_float_literal, parse_constant=_constant)
     except json.JSONDecodeError as error:
         raise ReportError(f"not JSON: {error.msg}", file=path, line=error.lineno) from None
     except _Refused as error:
         raise ReportError(f"not read: {error}", file=path) from None
     except RecursionError:
         raise ReportError(f"nested deeper than {MAX_DEPTH} levels: not read", file=path) from None
-    except (OSError, UnicodeDecodeError, ValueError, MemoryError) as error:
+    except (UnicodeDecodeError, ValueError, MemoryError) as error:
         raise ReportError(f"cannot be read: {error}", file=path) from None
-    _check_depth(document, path)
+    _check_limits(document, path)
     return document
 
 
-def _check_depth(document: Any, path: str) -> None:
+def _check_limits(document: Any, path: str) -> None:
+    """Nesting within :data:`MAX_DEPTH`, every string and key within :data:`MAX_STRING`."""
     stack = [(document, 1)]
     while stack:
         value, depth = stack.pop()
-        if isinstance(value, (dict, list)):
+        if isinstance(value, str):
+            if len(value) > MAX_STRING:
+                raise ReportError(f"holds a string of {len(value):,} characters (at most "
+                                  f"{MAX_STRING:,} are read): not read", file=path)
+        elif isinstance(value, (dict, list)):
             if depth > MAX_DEPTH:
                 raise ReportError(f"nested deeper than {MAX_DEPTH} levels: not read", file=path)
-            stack.extend((item, depth + 1)
-                         for item in (value.values() if isinstance(value, dict) else value))
+            items = [*value.keys(), *value.values()] if isinstance(value, dict) else value
+            stack.extend((item, depth + 1) for item in items)
 
 
 def source_from_document(document: Any, path: str, suite: str | None = None) -> Source:
@@ -165,8 +202,8 @@ def source_from_document(document: Any, path: str, suite: str | None = None) -> 
     kind = _kind(document, path)
     version = document.get("format")
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise ReportError(f"expected a format version (an int >= 1), got {version!r}", file=path,
-                          key="format")
+        raise ReportError(f"expected a format version (an int >= 1), got {short_repr(version)}",
+                          file=path, key="format")
     if version > FORMATS[kind]:
         raise ReportError(f"{kind} report format {version} is newer than this pytest-devcaps "
                           f"reads (up to {FORMATS[kind]}); upgrade pytest-devcaps to merge it",
@@ -174,26 +211,43 @@ def source_from_document(document: Any, path: str, suite: str | None = None) -> 
     if kind == "fleet":
         raise ReportError("already a fleet report: merge the reports it was made from",
                           file=path, key="kind")
-    return _source(document, path, kind, version, suite)
+    source = _source(document, path, kind, version, suite)
+    if version == FORMATS[kind]:
+        _match_schema(document, kind, path)
+    return source
+
+
+def _match_schema(document: Mapping[str, Any], kind: str, path: str) -> None:
+    """A report of the current format has the shape its kind's schema allows, beyond what the
+    readers below checked (older formats are checked by the readers alone)."""
+    try:
+        validate_kind(document, kind)
+    except SchemaMismatch as error:
+        raise ReportError(f"{error.detail} (the schema of a {kind} report, format "
+                          f"{FORMATS[kind]})", file=path, key=error.where or None) from None
 
 
 def _kind(document: Mapping[str, Any], path: str) -> str:
     kind = document.get("kind")
     if kind is None and "tests" in document and "mode" in document:
         return "pytest"  # written before reports named their kind
-    if kind not in FORMATS:
-        raise ReportError(f"expected kind {', '.join(map(repr, FORMATS))}, got {kind!r}",
-                          file=path, key="kind")
-    return str(kind)
+    if not isinstance(kind, str) or kind not in FORMATS:
+        close = did_you_mean(kind.lower(), FORMATS) if isinstance(kind, str) else ""
+        raise ReportError(f"expected kind {', '.join(map(repr, FORMATS))}, got "
+                          f"{short_repr(kind)}{close}", file=path, key="kind")
+    return kind
 
 
 def _source(document: Mapping[str, Any], path: str, kind: str, version: int,
             suite: str | None) -> Source:
-    plan = kind == "pytest" and document.get("mode") == "plan"
-    host = _text(document, "host", path) or UNKNOWN_HOST
-    if plan:  # a plan's devices are a profile's, not this host's
-        profile = (document.get("meta") or {}).get("profile") or "profile"
-        host = f"plan:{profile}"
+    host = _text(document, "host", path, limit=MAX_HOST) or UNKNOWN_HOST
+    mode = _text(document, "mode", path) if kind == "pytest" else None
+    if mode not in (None, "run", "plan"):
+        raise ReportError(f"expected mode 'run' or 'plan', got {short_repr(mode)}", file=path,
+                          key="mode")
+    if mode == "plan":  # a plan's devices are a profile's, not this host's
+        meta = _mapping(document.get("meta") or {}, "meta", path)
+        host = f"plan:{_text(meta, 'profile', path, 'meta', limit=MAX_HOST) or 'profile'}"
     parts: dict[str, Any] = {"tests": ()}
     if kind == "pytest":
         parts = _pytest_parts(document, path, version, suite)
@@ -201,7 +255,7 @@ def _source(document: Mapping[str, Any], path: str, kind: str, version: int,
         parts = _check_parts(document, path)
     rank, world_size = _rank(document, path)
     return Source(
-        file=path, kind="plan" if plan else kind, format=version, host=host,
+        file=path, kind="plan" if mode == "plan" else kind, format=version, host=host,
         rank=rank, world_size=world_size, created=_text(document, "created", path),
         devcaps_version=_text(document, "devcaps_version", path),
         devices=tuple(_devices(_list(document, "devices", path), path)),
@@ -233,7 +287,7 @@ def _pytest_parts(document: Mapping[str, Any], path: str, version: int,
     tests = _tests(_list(document, "tests", path), name, path, "tests")
     for i, entry in enumerate(_list(document, "collection_errors", path)):
         nodeid = _text(_mapping(entry, f"collection_errors[{i}]", path), "nodeid", path,
-                       f"collection_errors[{i}]")
+                       f"collection_errors[{i}]", limit=MAX_STRING)
         tests.append(TestEntry(name, NO_DEVICE, nodeid or COLLECTION_ERROR_ID, "error"))
     exitstatus = _int(document, "exitstatus", path)
     if exitstatus is None and version >= 2:
@@ -248,7 +302,7 @@ def _pytest_parts(document: Mapping[str, Any], path: str, version: int,
 def _ranks(peers: Mapping[str, Any], key: str, path: str) -> tuple[int, ...]:
     ranks = _list(peers, key, path, "peers")
     if not all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in ranks):
-        raise ReportError(f"expected ranks (ints >= 0), got {ranks!r}", file=path,
+        raise ReportError(f"expected ranks (ints >= 0), got {short_repr(ranks)}", file=path,
                           key=f"peers.{key}")
     return tuple(ranks)
 
@@ -286,11 +340,14 @@ def _legacy_check(document: list[Any], path: str) -> Source:
         name = _text(entry, "suite", path, where) or f"suite {i}"
         counted = 0
         for device, per in _mapping(entry.get("counts", {}), f"{where}.counts", path).items():
-            per = _mapping(per, f"{where}.counts.{device}", path)
-            if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0
-                       for n in per.values()):
-                raise ReportError("expected counts (ints)", file=path, key=f"{where}.counts.{device}")
-            counts.append((name, str(device), dict(per)))
+            key = _device_key(device, path, f"{where}.counts")
+            per = _mapping(per, f"{where}.counts.{key}", path)
+            for outcome, n in per.items():
+                _outcome(outcome, path, f"{where}.counts.{key}", COUNTED_OUTCOMES)
+                if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                    raise ReportError(f"expected a count (an int >= 0), got {short_repr(n)}",
+                                      file=path, key=f"{where}.counts.{key}.{outcome}")
+            counts.append((name, key, dict(per)))
             counted += sum(per.values())
         exits.append((name, _exit_code(entry, path, where), counted))
     return Source(file=path, kind="check", format=0, host=UNKNOWN_HOST, rank=None, world_size=None,
@@ -301,46 +358,90 @@ def _legacy_check(document: list[Any], path: str) -> Source:
 def _tests(entries: Sequence[Any], suite: str, path: str, where: str) -> list[TestEntry]:
     tests = []
     for i, entry in enumerate(entries):
-        entry = _mapping(entry, f"{where}[{i}]", path)
-        nodeid = entry.get("nodeid")
-        if not isinstance(nodeid, str) or not nodeid:
-            raise ReportError(f"expected a test id, got {nodeid!r}", file=path,
-                              key=f"{where}[{i}].nodeid")
+        at = f"{where}[{i}]"
+        entry = _mapping(entry, at, path)
+        nodeid = _text(entry, "nodeid", path, at, limit=MAX_STRING)
+        if not nodeid:
+            raise ReportError(f"expected a test id, got {short_repr(nodeid)}", file=path,
+                              key=f"{at}.nodeid")
+        if entry.get("outcome") is not None:
+            _outcome(entry["outcome"], path, f"{at}.outcome")
         device = entry.get("device")
+        key = NO_DEVICE if device is None else _device_key(device, path, f"{at}.device")
+        teardown = entry.get("teardown")
+        if teardown not in (None, "error"):
+            raise ReportError(f"expected 'error' or nothing, got {short_repr(teardown)}",
+                              file=path, key=f"{at}.teardown")
         # an error in teardown fails the test in a fleet's eyes (pytest counts it besides the
         # outcome; a fleet counts each test once)
-        outcome = "error" if entry.get("teardown") == "error" else classify_outcome(entry)
-        tests.append(TestEntry(suite, str(device) if device else NO_DEVICE, nodeid, outcome))
+        outcome = "error" if teardown == "error" else classify_outcome(entry)
+        tests.append(TestEntry(suite, key, nodeid, outcome))
     return tests
+
+
+def _outcome(value: Any, path: str, key: str,
+             known: Sequence[str] = TEST_OUTCOMES) -> str:
+    """An outcome of ``known`` (``"FAILED"`` is no pass: it is refused)."""
+    if not isinstance(value, str) or value not in known:
+        close = did_you_mean(value.lower(), known) if isinstance(value, str) else ""
+        raise ReportError(f"expected an outcome ({', '.join(known)}), got "
+                          f"{short_repr(value)}{close}", file=path, key=key)
+    return value
+
+
+def _device_key(value: Any, path: str, key: str) -> str:
+    """A device key (``cuda:0``, ``cpu``) or :data:`NO_DEVICE`."""
+    if not isinstance(value, str) or not (value == NO_DEVICE or DEVICE_KEY.match(value)):
+        raise ReportError(f"expected a device key (cpu, cuda:0...), got {short_repr(value)}",
+                          file=path, key=key)
+    return value
+
+
+_IDENTITY_TEXT = ("vendor", "name", "arch", "torch_version", "runtime_version",
+                  "driver_version")
 
 
 def _devices(entries: Sequence[Any], path: str) -> list[Mapping[str, Any]]:
     devices: list[Mapping[str, Any]] = []
     for i, entry in enumerate(entries):
-        entry = _mapping(entry, f"devices[{i}]", path)
-        try:
-            key = DeviceIdentity.from_dict(entry).key
-        except (KeyError, TypeError, ValueError) as error:
-            raise ReportError(f"not a device identity ({error!r})", file=path,
-                              key=f"devices[{i}]") from None
-        devices.append({**entry, "key": key})
+        at = f"devices[{i}]"
+        entry = _mapping(entry, at, path)
+        kind = entry.get("type")
+        if not isinstance(kind, str) or not DEVICE_TYPE.match(kind):
+            raise ReportError(f"expected a device type (cpu, cuda, a backend's name), got "
+                              f"{short_repr(kind)}", file=path, key=f"{at}.type")
+        for name in ("index", "memory_bytes", "count"):
+            value = entry.get(name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < 0):
+                raise ReportError(f"expected an int >= 0 or null, got {short_repr(value)}",
+                                  file=path, key=f"{at}.{name}")
+        for name in _IDENTITY_TEXT:
+            _text(entry, name, path, at)
+        _mapping(entry.get("facts") or {}, f"{at}.facts", path)
+        devices.append({**entry, "key": DeviceIdentity.from_dict(entry).key})
     return devices
-
-
-_RECORD_KEYS = ("capability", "device", "level")
 
 
 def _records(entries: Sequence[Any], path: str) -> list[Mapping[str, Any]]:
     records: list[Mapping[str, Any]] = []
     for i, entry in enumerate(entries):
-        entry = _mapping(entry, f"capabilities[{i}]", path)
-        for key in _RECORD_KEYS:
-            if not isinstance(entry.get(key), str):
-                raise ReportError(f"expected a string, got {entry.get(key)!r}", file=path,
-                                  key=f"capabilities[{i}].{key}")
-        records.append({"capability": entry["capability"], "device": entry["device"],
-                        "level": entry["level"], "reason": str(entry.get("reason", "")),
-                        "source": str(entry.get("source", ""))})
+        at = f"capabilities[{i}]"
+        entry = _mapping(entry, at, path)
+        capability = _text(entry, "capability", path, at)
+        if not capability:
+            raise ReportError(f"expected a capability name, got {short_repr(capability)}",
+                              file=path, key=f"{at}.capability")
+        level = entry.get("level")
+        if not isinstance(level, str) or level not in LEVELS:
+            close = did_you_mean(level.lower(), LEVELS) if isinstance(level, str) else ""
+            raise ReportError(f"expected a level ({', '.join(LEVELS)}), got "
+                              f"{short_repr(level)}{close}", file=path, key=f"{at}.level")
+        records.append({"capability": capability,
+                        "device": _device_key(entry.get("device"), path, f"{at}.device"),
+                        "level": level, "reason": _text(entry, "reason", path, at,
+                                                        limit=MAX_STRING) or "",
+                        "source": _text(entry, "source", path, at) or ""})
     return records
 
 
@@ -363,11 +464,16 @@ def _list(document: Mapping[str, Any], key: str, path: str, where: str = "") -> 
     return value
 
 
-def _text(document: Mapping[str, Any], key: str, path: str, where: str = "") -> str | None:
+def _text(document: Mapping[str, Any], key: str, path: str, where: str = "", *,
+          limit: int = MAX_NAME) -> str | None:
+    """A string of at most ``limit`` characters, or None when absent."""
     value = document.get(key)
+    at = f"{where}.{key}" if where else key
     if value is not None and not isinstance(value, str):
-        raise ReportError(f"expected a string, got {_type(value)}", file=path,
-                          key=f"{where}.{key}" if where else key)
+        raise ReportError(f"expected a string, got {_type(value)}", file=path, key=at)
+    if value is not None and len(value) > limit:
+        raise ReportError(f"a string of {len(value):,} characters; at most {limit:,} are read "
+                          "here", file=path, key=at)
     return value
 
 

@@ -2,7 +2,8 @@
 
 ``devcaps report html`` renders a fleet document only once it matches ``$defs/fleet`` of
 ``schemas/devcaps-report.schema.json``: a page is never made from a document whose shape the
-schema does not allow. The ``devcaps`` command must not need ``jsonschema``, so this is the
+schema does not allow; ``sources.py`` checks every report of a current format against its
+kind's definition before the merge believes it. The ``devcaps`` command must not need ``jsonschema``, so this is the
 subset of JSON Schema draft 2020-12 the schema file uses (``type``, ``const``, ``enum``,
 ``required``, ``properties``, ``additionalProperties``, ``items``, ``minItems``, ``minimum``,
 ``$ref`` within the file, ``allOf``, ``oneOf``), with the draft's rules: an ``integer`` is not a
@@ -12,9 +13,15 @@ the same verdicts as ``jsonschema`` on the documents the tests build.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+import json
+from functools import lru_cache
+from importlib import resources
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional, Tuple, Union
 
-from pytest_devcaps.errors import DevcapsValueError
+from pytest_devcaps.errors import DevcapsValueError, did_you_mean, short_repr
+
+SCHEMA_FILE = "devcaps-report.schema.json"
 
 _TYPES: Mapping[str, Callable[[Any], bool]] = {
     "object": lambda v: isinstance(v, dict),
@@ -36,11 +43,28 @@ class SchemaMismatch(DevcapsValueError):
     def __init__(self, where: str, message: str) -> None:
         super().__init__(f"{where or '(document)'}: {message}")
         self.where = where
+        self.detail = message
+
+
+def schema_text() -> str:
+    """The JSON Schema of every kind of report (package data ``schemas/devcaps-report.schema.json``)."""
+    return (resources.files("pytest_devcaps.report") / "schemas" / SCHEMA_FILE).read_text("utf-8")
+
+
+@lru_cache(maxsize=1)
+def _schema() -> Mapping[str, Any]:
+    loaded: Mapping[str, Any] = json.loads(schema_text())
+    return loaded
+
+
+def validate_kind(document: Any, definition: str) -> None:
+    """:func:`validate` against the shipped schema's ``$defs/<definition>``."""
+    validate(document, _schema(), definition)
 
 
 def validate(document: Any, schema: Mapping[str, Any], definition: str) -> None:
     """Raise :class:`SchemaMismatch` unless ``document`` matches ``$defs/<definition>``."""
-    _Checker(schema).check(document, {"$ref": f"#/$defs/{definition}"}, "")
+    _Checker(schema).check(document, {"$ref": f"#/$defs/{definition}"}, None)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -48,26 +72,78 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b if isinstance(a, bool) or isinstance(b, bool) else a == b
 
 
+Where = Optional[Tuple[Any, Union[str, int]]]
+"""Where a value sits, built only when a message needs it: (the parent's Where, key or index)."""
+
+
+def _path(where: Where) -> str:
+    parts: list[str] = []
+    while where is not None:
+        where, key = where
+        parts.append(f"[{key}]" if isinstance(key, int) else f".{key}")
+    return "".join(reversed(parts)).lstrip(".")
+
+
+@dataclass(frozen=True)
+class _Node:
+    """One schema object, its keywords read once (a document of a million tests visits each
+    node a million times)."""
+
+    schema: Mapping[str, Any]
+    parts: tuple[Mapping[str, Any], ...]
+    """``$ref`` target and ``allOf`` parts, checked first, in that order."""
+    one_of: tuple[Mapping[str, Any], ...] | None
+    types: tuple[Callable[[Any], bool], ...] | None
+    values: bool
+    """Has ``const``, ``enum`` or ``minimum``."""
+    properties: Mapping[str, Any]
+    extra: Any
+    items: Mapping[str, Any] | None
+
+
 class _Checker:
     def __init__(self, schema: Mapping[str, Any]) -> None:
         self.defs: Mapping[str, Any] = schema.get("$defs", {})
+        self.nodes: dict[int, _Node] = {}
 
-    def check(self, value: Any, schema: Mapping[str, Any], where: str) -> None:
+    def _node(self, schema: Mapping[str, Any]) -> _Node:
+        node = self.nodes.get(id(schema))
+        if node is not None and node.schema is schema:
+            return node
         unknown = set(schema) - _KNOWN
         if unknown:
-            raise SchemaMismatch(where, f"the schema uses {sorted(unknown)}, which this "
-                                 "checker does not know")
-        if "$ref" in schema:
-            self.check(value, self._resolve(schema["$ref"]), where)
-        for part in schema.get("allOf", ()):
+            raise SchemaMismatch("", f"the schema uses {sorted(unknown)}, which this checker "
+                                 "does not know")
+        types = schema.get("type")
+        node = _Node(
+            schema=schema,
+            parts=((self._resolve(schema["$ref"]),) if "$ref" in schema else ())
+            + tuple(schema.get("allOf", ())),
+            one_of=tuple(schema["oneOf"]) if "oneOf" in schema else None,
+            types=None if types is None else tuple(
+                _TYPES[t] for t in (types if isinstance(types, list) else [types])),
+            values=any(key in schema for key in ("const", "enum", "minimum")),
+            properties=schema.get("properties", {}), extra=schema.get("additionalProperties"),
+            items=schema.get("items"))
+        self.nodes[id(schema)] = node
+        return node
+
+    def check(self, value: Any, schema: Mapping[str, Any], where: Where) -> None:
+        node = self._node(schema)
+        for part in node.parts:
             self.check(value, part, where)
-        if "oneOf" in schema:
-            self._one_of(value, schema["oneOf"], where)
-        self._simple(value, schema, where)
+        if node.one_of is not None:
+            self._one_of(value, node.one_of, where)
+        if node.types is not None and not any(test(value) for test in node.types):
+            types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+            raise SchemaMismatch(_path(where), f"expected {' or '.join(types)}, got "
+                                 f"{type(value).__name__}")
+        if node.values:
+            self._values(value, schema, where)
         if isinstance(value, dict):
-            self._object(value, schema, where)
+            self._object(value, node, where)
         elif isinstance(value, list):
-            self._array(value, schema, where)
+            self._array(value, node, where)
 
     def _resolve(self, ref: str) -> Mapping[str, Any]:
         prefix = "#/$defs/"
@@ -76,7 +152,7 @@ class _Checker:
         found: Mapping[str, Any] = self.defs[ref[len(prefix):]]
         return found
 
-    def _one_of(self, value: Any, options: list[Mapping[str, Any]], where: str) -> None:
+    def _one_of(self, value: Any, options: tuple[Mapping[str, Any], ...], where: Where) -> None:
         matches = 0
         for option in options:
             try:
@@ -85,40 +161,41 @@ class _Checker:
                 continue
             matches += 1
         if matches != 1:
-            raise SchemaMismatch(where, f"matches {matches} of the {len(options)} allowed "
-                                 "shapes (exactly one must match)")
+            raise SchemaMismatch(_path(where), f"matches {matches} of the {len(options)} "
+                                 "allowed shapes (exactly one must match)")
 
-    def _simple(self, value: Any, schema: Mapping[str, Any], where: str) -> None:
-        if "type" in schema:
-            types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
-            if not any(_TYPES[t](value) for t in types):
-                raise SchemaMismatch(where, f"expected {' or '.join(types)}, got "
-                                     f"{type(value).__name__}")
+    def _values(self, value: Any, schema: Mapping[str, Any], where: Where) -> None:
+        """``const``, ``enum`` and ``minimum``."""
         if "const" in schema and not _same(value, schema["const"]):
-            raise SchemaMismatch(where, f"expected {schema['const']!r}, got {value!r:.80}")
+            raise SchemaMismatch(_path(where), f"expected {schema['const']!r}, got "
+                                 f"{short_repr(value)}")
         if "enum" in schema and not any(_same(value, option) for option in schema["enum"]):
-            raise SchemaMismatch(where, f"expected one of {schema['enum']!r}, got {value!r:.80}")
+            close = did_you_mean(value.lower(), [o for o in schema["enum"] if isinstance(o, str)]) \
+                if isinstance(value, str) else ""
+            raise SchemaMismatch(_path(where), f"expected one of {schema['enum']!r}, got "
+                                 f"{short_repr(value)}{close}")
         if "minimum" in schema and _TYPES["number"](value) and value < schema["minimum"]:
-            raise SchemaMismatch(where, f"expected at least {schema['minimum']}, got {value}")
+            raise SchemaMismatch(_path(where), f"expected at least {schema['minimum']}, got "
+                                 f"{value}")
 
-    def _object(self, value: dict[str, Any], schema: Mapping[str, Any], where: str) -> None:
-        for key in schema.get("required", ()):
+    def _object(self, value: dict[str, Any], node: _Node, where: Where) -> None:
+        for key in node.schema.get("required", ()):
             if key not in value:
-                raise SchemaMismatch(where, f"missing required key {key!r}")
-        properties = schema.get("properties", {})
-        extra = schema.get("additionalProperties")
+                raise SchemaMismatch(_path(where), f"missing required key {key!r}")
+        properties, extra = node.properties, node.extra
         for key, item in value.items():
-            inner = f"{where}.{key}" if where else str(key)
+            inner = (where, key)
             if key in properties:
                 self.check(item, properties[key], inner)
             elif extra is False:
-                raise SchemaMismatch(inner, "is not allowed here")
+                raise SchemaMismatch(_path(inner), "is not allowed here")
             elif isinstance(extra, dict):
                 self.check(item, extra, inner)
 
-    def _array(self, value: list[Any], schema: Mapping[str, Any], where: str) -> None:
-        if len(value) < schema.get("minItems", 0):
-            raise SchemaMismatch(where, f"expected at least {schema['minItems']} item(s)")
-        if "items" in schema:
+    def _array(self, value: list[Any], node: _Node, where: Where) -> None:
+        least = node.schema.get("minItems", 0)
+        if len(value) < least:
+            raise SchemaMismatch(_path(where), f"expected at least {least} item(s)")
+        if node.items is not None:
             for i, item in enumerate(value):
-                self.check(item, schema["items"], f"{where}[{i}]")
+                self.check(item, node.items, (where, i))

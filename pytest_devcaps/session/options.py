@@ -372,10 +372,14 @@ def _env(environ: Mapping[str, str], name: str) -> Setting:
 def environment_settings(environ: Mapping[str, str] | None = None) -> EnvironmentSettings:
     """Read and check every ``PYTEST_DEVCAPS_*`` variable of :data:`ENVIRONMENT_VARIABLES`:
     a set ``PYTEST_DEVCAPS_*`` name that pytest-devcaps does not read (a typo), lists that name
-    nothing, override files that are not regular files and bad timeouts raise
+    nothing, override files that are not regular files, bad timeouts and bad
+    ``PYTEST_DEVCAPS_DIST_*`` values (``distributed.settings.check_environment``) raise
     :class:`ConfigError` naming the variable. The one reading for pytest and unittest."""
     env = os.environ if environ is None else environ
     check_names(env)
+    from pytest_devcaps.distributed.settings import check_environment
+
+    check_environment(env)  # the harness's variables too: a usage error now, not a failed test
     overrides = _env(env, ENV_OVERRIDES)
     paths = tuple(Path(p) for p in (overrides.value or "").split(os.pathsep) if p)
     _check_override_files(Setting(paths, overrides.source))

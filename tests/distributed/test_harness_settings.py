@@ -55,8 +55,47 @@ def test_other_variables_and_explicit_timeouts_are_checked_too(monkeypatch: pyte
     assert WorldOptions().reused() is False
 
 
-def test_a_bad_variable_does_not_break_sessions_that_do_not_spawn() -> None:
-    """Read where used, not at import: the plugin and harness import fine with a bad value."""
+@pytest.mark.parametrize("variables, message", [
+    ({"PYTEST_DEVCAPS_DIST_TIMEOUT": "abc"},
+     f"PYTEST_DEVCAPS_DIST_TIMEOUT: {_REFUSED}, got 'abc'"),
+    ({"PYTEST_DEVCAPS_DIST_PG_TIMEOUT": "nan"},
+     f"PYTEST_DEVCAPS_DIST_PG_TIMEOUT: {_REFUSED}, got 'nan'"),
+    ({"PYTEST_DEVCAPS_DIST_SHARE_DEVICES": "maybe"},
+     "PYTEST_DEVCAPS_DIST_SHARE_DEVICES: expected 1/true/yes/on or 0/false/no/off, got 'maybe'"),
+    ({"DEVCAPS_DIST_REUSE": "2"}, "DEVCAPS_DIST_REUSE: expected 1/true/yes/on or 0/false/no/off"),
+    ({"PYTEST_DEVCAPS_DIST_TIMEOUT": "10", "DEVCAPS_DIST_TIMEOUT": "20"},
+     "PYTEST_DEVCAPS_DIST_TIMEOUT: PYTEST_DEVCAPS_DIST_TIMEOUT='10' and its old name "
+     "DEVCAPS_DIST_TIMEOUT='20' are both set and differ; unset DEVCAPS_DIST_TIMEOUT"),
+])
+def test_a_bad_variable_is_a_usage_error_at_configure_time(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, variables: dict[str, str],
+        message: str) -> None:
+    """As every other bad setting: exit 4 with one line, before a test runs (it was a FAILED
+    test with the harness's 50-line traceback, and only for the tests that spawn)."""
+    pytester.makepyfile(test_plain="def test_plain():\n    pass\n",
+                        test_world="def test_world(distributed):\n"
+                                   "    distributed.run(print, world_size=2)\n")
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    result = pytester.runpytest_subprocess("-p", "no:randomly")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.errlines if line.strip()]
+    assert len(errors) == 1 and errors[0].startswith(f"ERROR: pytest-devcaps: {message}"), errors
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert "passed" not in result.stdout.str()
+
+
+def test_an_old_name_set_alone_still_works_with_a_warning(pytester: pytest.Pytester,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile(test_plain="def test_plain():\n    pass\n")
+    monkeypatch.setenv("DEVCAPS_DIST_TIMEOUT", "30")
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "-W", "error")
+    assert result.ret == pytest.ExitCode.OK, result.stderr.str()
+
+
+def test_a_bad_variable_does_not_break_importing() -> None:
+    """Read where used and at configure time, not at import: the plugin and harness import
+    fine with a bad value."""
     env = {**os.environ, "PYTEST_DEVCAPS_DIST_TIMEOUT": "abc", "PYTEST_DEVCAPS_DIST_PG_TIMEOUT": "nan"}
     done = subprocess.run([sys.executable, "-c", "import pytest_devcaps.distributed.harness, "
                            "pytest_devcaps.distributed.fixture; print('ok')"],

@@ -7,6 +7,9 @@ from __future__ import annotations
 import importlib.util
 import io
 import json
+import os
+import signal
+import subprocess
 import sys
 import textwrap
 import threading
@@ -291,3 +294,78 @@ def test_a_killed_rank_fails_the_run_and_the_merge_names_it(
     err = capsys.readouterr().err
     assert "no report from rank(s) 1" in err, err
     assert "rank 1 never reported its results (rank 0 says: it died or hung)" in err
+
+
+STOPPED_WORLD = textwrap.dedent("""
+    import os, subprocess, time
+
+    def test_long():
+        if os.environ["RANK"] == "1":  # a setsid grandchild on rank 1 must not outlive the run
+            sleeper = subprocess.Popen(["sleep", "1000"], start_new_session=True)
+            open(f"sleeper-{os.environ['RANK']}", "w").write(str(sleeper.pid))
+        open(f"started-{os.environ['RANK']}", "w").write("")
+        time.sleep(600)
+""")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the subreaper is Linux's")
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
+def test_a_stopped_or_killed_launcher_ends_every_rank_and_rank_0_reports(
+        pytester: pytest.Pytester, sig: int) -> None:
+    """Ctrl-C to torchrun (SIGINT to every rank), or torchrun SIGKILLed (nothing sent: the ranks
+    watch their parent): every rank ends, rank 0 writes its report saying interrupted (exit 2),
+    no rank prints a traceback, and what a test left running is killed with its rank."""
+    pytester.makepyfile(test_stopped=STOPPED_WORLD)
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+         "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:randomly",
+         "--devcaps-json=report-{rank}.json"], cwd=pytester.path, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    ranks: list[int] = []
+    sleeper = None
+    try:
+        deadline = time.monotonic() + 180
+        while not all((pytester.path / f"started-{r}").exists() for r in (0, 1)):
+            assert time.monotonic() < deadline and launcher.poll() is None, "the ranks never started"
+            time.sleep(0.2)
+        sleeper = int((pytester.path / "sleeper-1").read_text())
+        ranks = [int(p) for p in Path(f"/proc/{launcher.pid}/task/{launcher.pid}/children")
+                 .read_text().split()]
+        launcher.send_signal(sig)
+        output = launcher.communicate(timeout=120)[0].decode(errors="replace")
+        assert [r for r in ranks if not gone_soon(r, seconds=60)] == []
+        assert gone_soon(sleeper, seconds=10), "rank 1's setsid grandchild outlived the run"
+        report = json.loads((pytester.path / "report-0.json").read_text())
+        assert report["exitstatus"] == 2, output
+        # the launcher's own SignalException traceback on Ctrl-C is torch's code, not a rank's
+        assert output.count("Traceback") == output.count("elastic.multiprocessing.api."
+                                                         "SignalException"), output
+        expected = "the launcher is gone" if sig == signal.SIGKILL else "the launcher sent SIGINT"
+        assert f"rank 0 stopped: {expected}" in output, output
+        assert "within 300 s" not in output
+    finally:
+        for pid in [*ranks, *([sleeper] if sleeper else [])]:
+            if process_exists(pid):
+                os.kill(pid, signal.SIGKILL)
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait()
+
+
+
+def process_exists(pid: int) -> bool:
+    """A live process (not a zombie waiting for its parent)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def gone_soon(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while process_exists(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True

@@ -99,7 +99,8 @@ def test_unwritable_outputs_are_clear_errors(tmp_path: Path, capsys: pytest.Capt
     a_file.write_text("x")
     targets = [(str(_read_only_dir(tmp_path) / "fleet.json"), "cannot write: "),
                (str(a_file / "fleet.json"), "cannot write: "),
-               ("/dev/full", "cannot write: No space left on device"),
+               ("/dev/null", "cannot write: '/dev/null' exists and is not a regular file (a "
+                "character device)"),
                (str(tmp_path), "cannot write: ")]
     for target, expected in targets:
         for command in ("merge", "html"):
@@ -107,5 +108,4 @@ def test_unwritable_outputs_are_clear_errors(tmp_path: Path, capsys: pytest.Capt
                            f"{target}: {expected}")
     assert a_file.read_text() == "x"
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
-    assert main(["report", "merge", report, "-o", "/dev/null"]) == 1  # written; a test failed
     json.loads(Path(report).read_text())  # the input is untouched

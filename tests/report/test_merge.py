@@ -120,11 +120,12 @@ def test_a_plan_report_is_its_profile_not_this_host(tmp_path: Path) -> None:
     ({"format": 1, "kind": "fleet"}, "kind: already a fleet report: merge the reports it was made from"),
     ("hello", "expected a devcaps report (a JSON object), got a string"),
     ({**data.node2_probe("native"), "capabilities": [{"capability": "x", "device": "cuda:0"}]},
-     "capabilities[0].level: expected a string, got None"),
+     "capabilities[0].level: expected a level (native, emulated, unsupported, unknown), got None"),
     ({**data.cpu_check(), "suites": [{"suite": "kernels", "tests": [{"outcome": "passed"}]}]},
      "suites[0].tests[0].nodeid: expected a test id, got None"),
     ({**data.node1_rank(0), "rank": "0"}, "rank: expected an int, got a string"),
-    ([{"suite": "x", "counts": {"cpu": {"passed": "9"}}}], "[0].counts.cpu: expected counts (ints)"),
+    ([{"suite": "x", "counts": {"cpu": {"passed": "9"}}}],
+     "[0].counts.cpu.passed: expected a count (an int >= 0), got '9'"),
 ])
 def test_a_bad_report_names_file_and_key(tmp_path: Path, document: Any, message: str) -> None:
     path = data.write(tmp_path, "bad.json", document)
@@ -139,7 +140,7 @@ def test_unreadable_inputs(tmp_path: Path) -> None:
         load_source(str(tmp_path / "broken.json"))
     with pytest.raises(ReportError, match="missing.json: no such file"):
         load_source(str(tmp_path / "missing.json"))
-    with pytest.raises(ReportError, match=": not a readable file"):
+    with pytest.raises(ReportError, match=": not read: a directory, not a regular file"):
         load_source(str(tmp_path))
 
 
