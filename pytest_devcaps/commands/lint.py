@@ -122,6 +122,13 @@ def _rewrite(analyses: list[Analysis], fmt: str, mode: str, out: TextIO, err: Te
         if mode == "diff":
             out.write(result.diff())
     counts = [c for c in counts if c.found]
+    if target == "torch" and counts:
+        from pytest_devcaps.lint import layout
+
+        if not layout.available():
+            err.write(f"devcaps lint: test classes were not classified: the installed torch "
+                      f"({layout.installed_torch()}) has no HardwareClassification, which PyTorch's TEST_LINTER "
+                      "form needs (torch 2.14+); run --target torch again with it installed\n")
     remaining = [a for a in left if a.findings]
     verb = {"diff": "would fix", "fix-check": "would fix"}.get(mode, "fixed")
     if fmt == "json" and mode != "diff":

@@ -10,13 +10,14 @@ from dataclasses import dataclass
 
 from typing import Mapping
 
+from pytest_devcaps.lint import layout
 from pytest_devcaps.lint.finder import NO_DEVICE_HELPER, Finder
 from pytest_devcaps.lint.helpers import threadable
 from pytest_devcaps.lint.items import Construct, Item, Residue, decide
 from pytest_devcaps.lint.libraries import libraries
 from pytest_devcaps.lint.records import (
     AddParameter, Analysis, Edit, EditCall, EnsureDeviceType, Finding, Hardware, RemoveUnusedImport, ReplaceExpr,
-    ReplaceStatement, Span, Target, explains, join_hardware,
+    Relayout, ReplaceStatement, Span, Target, explains, join_hardware,
 )
 from pytest_devcaps.lint.regions import RegionIndex, within, within_any
 from pytest_devcaps.lint.rules import FREE_DEVICE_FIXTURE
@@ -90,6 +91,8 @@ def _analyze(parsed: SourceFile, path: str, untouched: frozenset[str], external:
         if not grown:
             break
     _drop_spent_definitions(finder, items, held)
+    if parsed.target == "torch" and layout.available():
+        items = items + _layouts(parsed, items, held, residues)
     shown = [i for i in items if not i.suppressed]
     findings = [i.finding(path) for i in shown]
     findings += [Finding(path, line, column, "DC000", why, "a known rule code")
@@ -131,6 +134,31 @@ def _round(parsed: SourceFile, index: RegionIndex, held: dict[Span, str], kept: 
             protected.extend(construct.anchors if construct.anchors is not None else ())
     _keep_cuda_classes(finder, index, residues, protected)
     return finder, items, residues, protected
+
+
+def _layouts(parsed: SourceFile, items: list[Item], held: Mapping[Span, str], residues: list[Residue]) -> list[Item]:
+    """``--target torch`` with HardwareClassification: a DC013 finding for each test class the
+    rewrite touches, fixed by its layout (lint.layout) or left saying what a person decides."""
+    shown = [i for i in items if not i.suppressed]
+    evidence = layout.Evidence(
+        held=tuple(span for span, why in held.items() if why != UNTOUCHED),
+        residue=tuple(r.span for r in residues),
+        findings=tuple(i.finding(parsed.path) for i in shown))
+    spans = {id(node): parsed.span(node) for node in ast.walk(parsed.tree)
+             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    found = []
+    for decision in layout.plan(parsed.tree, spans, evidence):
+        cls = decision.cls
+        span = Span(cls.lineno, cls.col_offset, cls.lineno, cls.col_offset + len("class"))
+        item = Item(span, "DC013", f"`class {cls.name}`: test class without a hardware classification",
+                    "hw_classification = HardwareClassification.<GENERIC|ACCELERATOR|CUDA> (PyTorch's TEST_LINTER)",
+                    None, suppressed=parsed.allowed(cls.lineno, "DC013"))
+        if decision.layout is not None:
+            item.fixed(decision.layout.describe(), Relayout(decision.layout))
+        else:
+            item.why = decision.why
+        found.append(item)
+    return found
 
 
 def _hold_parametrized(items: list[Item], index: RegionIndex, residues: list[Residue], protected: list[Span],

@@ -60,6 +60,8 @@ RULES: dict[str, Rule] = {r.code: r for r in (
     Rule("DC010", "CUDA/cuDNN backend setting", False),
     Rule("DC011", "CUDA-only test decorator", False),
     Rule("DC012", "pinned memory assumes an accelerator", True),
+    # --target torch with HardwareClassification (torch 2.14+): PyTorch's TEST_LINTER form
+    Rule("DC013", "test class without a hardware classification", False),
 )}
 
 ALLOW_PRAGMA = re.compile(r"#\s*devcaps:\s*allow(?:\[([^\]]*)\])?")
