@@ -38,6 +38,7 @@ from pytest_devcaps.marks import classification
 from pytest_devcaps.marks import evaluation
 from pytest_devcaps.errors import ConfigError, DevcapsError
 from pytest_devcaps.marks.expectations import Condition, parse_condition
+from pytest_devcaps.marks.names import RANKS_MARKER
 from pytest_devcaps._util.environ import ENV_DEVICES, ENV_EXCEPT, ENV_HARDWARE
 from pytest_devcaps.session.options import (
     EnvironmentSettings,
@@ -221,6 +222,7 @@ def verdict(function: Any, test: Any) -> Verdict:
         return Verdict(skip, None, None)
     evaluated = evaluation.evaluate(marks, registry, device,
                                     free_memory=lambda identity: free_memory(identity.key))
+    evaluated = _ranks(evaluated, marks, test, function, registry)
     if evaluated.skip:
         _required_error(evaluated, registry, env.require)
         return Verdict(evaluated.reason, None, None)
@@ -232,6 +234,21 @@ def verdict(function: Any, test: Any) -> Verdict:
             if condition.applies(identity):
                 return Verdict(None, condition, identity)
     return Verdict(None, None, identity)
+
+
+def _ranks(evaluated: evaluation.Evaluation, marks: list[pytest.Mark], test: Any, function: Any,
+           registry: CapabilityRegistry) -> evaluation.Evaluation:
+    """``requires_ranks``: the world of the test's class, checked now
+    (:mod:`pytest_devcaps.marks.multiprocess`); a class without one is a MarkerError."""
+    if not any(mark.name == RANKS_MARKER for mark in marks):
+        return evaluated
+    from pytest_devcaps.distributed.settings import share_devices
+    from pytest_devcaps.marks import multiprocess
+
+    cls = type(test) if test is not None else None
+    method = test._testMethodName if test is not None else getattr(function, "__name__", "")
+    missing = multiprocess.ranks_missing(marks, cls, method, registry, share_devices)
+    return multiprocess.with_ranks(evaluated, multiprocess.wanted(marks), missing)
 
 
 def _facts(registry: CapabilityRegistry) -> FactVocabulary:
