@@ -300,6 +300,7 @@ def guard(test: unittest.TestCase) -> None:
             raise DevcapsError(message)
 
         setattr(test, name, refuse)
+        test.setUp = refuse  # type: ignore[method-assign]  # errors before setUp, as under pytest
         return
     if found.skip is not None:
         setattr(test, name, _skipped(found.skip))
