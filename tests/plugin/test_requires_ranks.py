@@ -36,7 +36,7 @@ import unittest
 import pytest
 import torch
 import torch.distributed as dist
-from torch.testing._internal.common_distributed import MultiProcessTestCase
+from torch.testing._internal.common_distributed import MultiProcessTestCase, MultiThreadedTestCase
 
 from pytest_devcaps import requires_ranks
 
@@ -69,6 +69,34 @@ class TestNoRank(TestTwoRanks):          # PyTorch alone "passes" this one: no r
     @property
     def world_size(self):
         return 0
+
+
+@requires_ranks(3)                       # on the class too: every test needs the most asked
+class TestClassMark(MultiProcessTestCase):
+    world_size = 2
+
+    def setUp(self):
+        raise AssertionError("the skip comes before setUp")
+
+    @requires_ranks(2)
+    def test_two_of_three(self):
+        pass
+
+
+class TestThreads(MultiThreadedTestCase):  # ranks are threads, on the threaded process group
+    @property
+    def world_size(self):
+        return 2
+
+    def setUp(self):
+        super().setUp()
+        self._spawn_threads()
+
+    @requires_ranks(2)
+    def test_threads(self):
+        total = torch.ones(1)
+        dist.all_reduce(total)
+        assert total.item() == 2.0, total
 
 
 class TestBadCount(MultiProcessTestCase):
@@ -124,6 +152,7 @@ SKIPS = {
     "TestOneRank": "requires 2 ranks; TestOneRank.world_size is 1 on cpu",
     "TestNoRank": "requires 2 ranks; TestNoRank.world_size is 0 on cpu (no rank would run: the "
                   "test would pass without running)",
+    "TestClassMark": "requires 3 ranks; TestClassMark.world_size is 2 on cpu",
     "TestMetaWorld": "requires 2 ranks on meta; no process-group backend is registered for device "
                      "type meta (TestMetaWorld; device type from test_no_backend.device_type)",
 }
@@ -146,7 +175,7 @@ def _tests(report: Path) -> dict[str, dict[str, Any]]:
 def test_a_two_rank_world_runs_on_the_cpu_under_pytest(world_files: pytest.Pytester, tmp_path: Path) -> None:
     report = tmp_path / "ranks.json"
     result = world_files.runpytest_subprocess("-rsE", f"--devcaps-json={report}", timeout=600)
-    result.assert_outcomes(passed=2, skipped=3, errors=2)
+    result.assert_outcomes(passed=3, skipped=4, errors=2)
     result.stdout.fnmatch_lines_random([f"SKIPPED [[]1] test_*.py:*: {reason}" for reason in SKIPS.values()])
     result.stdout.fnmatch_lines_random([f"*test_plain: {NOT_MULTIPROCESS}*", f"*{BAD_COUNT}*"])
     result.stdout.no_fnmatch_line("*Traceback*")
@@ -157,6 +186,7 @@ def test_a_two_rank_world_runs_on_the_cpu_under_pytest(world_files: pytest.Pytes
     assert (ran["outcome"], ran["requires"], ran["missing"], ran["hardware"]) == \
         ("passed", ["ranks>=2"], [], "generic")  # runs on the CPU: generic, not accelerator
     assert tests["TestOwnDeviceType::test_on_cpu"]["outcome"] == "passed"
+    assert tests["TestThreads::test_threads"]["outcome"] == "passed"
     one = tests["TestOneRank::test_all_reduce"]["missing"]
     assert one == [{"kind": "devices", "requirement": "ranks>=2", "device": "cpu", "found": "1",
                     "source": "TestOneRank.world_size", "reason": SKIPS["TestOneRank"]}]
@@ -177,10 +207,11 @@ def test_the_same_world_under_python_m_unittest(world_files: pytest.Pytester) ->
     result = world_files.run(sys.executable, "-m", "unittest", "-v", "test_world", "test_no_backend",
                              timeout=600)
     out = result.stdout.str() + result.stderr.str()
-    assert "Ran 7 tests" in out, out[-3000:]
-    assert "FAILED (errors=2, skipped=3)" in out, out[-3000:]
+    assert "Ran 9 tests" in out, out[-3000:]
+    assert "FAILED (errors=2, skipped=4)" in out, out[-3000:]
     assert _passed(out, "test_world.TestTwoRanks.test_all_reduce"), out[-3000:]
     assert _passed(out, "test_no_backend.TestOwnDeviceType.test_on_cpu"), out[-3000:]
+    assert _passed(out, "test_world.TestThreads.test_threads"), out[-3000:]
     for cls, reason in SKIPS.items():
         assert f"{cls}.test_" in out and f"skipped {reason!r}" in out, (cls, out[-3000:])
     assert NOT_MULTIPROCESS in out and BAD_COUNT in out
