@@ -12,7 +12,9 @@ functions (``evaluation.evaluate``) for a TestCase, so the skip reason is the te
 * :func:`guard` / :func:`checked_call`, used by the decorators of :mod:`pytest_devcaps.decorators`.
 
 The test's device: its class's ``device_type`` (PyTorch's generated classes, or one set on a
-TestCase), else the registry's primary device (the first accelerator, else the CPU). While the
+TestCase), else the registry's primary device (the first accelerator, else the CPU).
+``requires_ranks`` is checked against the world of the test's class (its own device type,
+:mod:`pytest_devcaps.marks.multiprocess`). A bad mark errors the test before ``setUp``. While the
 pytest plugin runs a test, :data:`PYTEST_TEST` holds it and everything here defers to pytest.
 
 The ``PYTEST_DEVCAPS_*`` variables are read and checked by the session's own parser
