@@ -12,7 +12,9 @@ functions (``evaluation.evaluate``) for a TestCase, so the skip reason is the te
 * :func:`guard` / :func:`checked_call`, used by the decorators of :mod:`pytest_devcaps.decorators`.
 
 The test's device: its class's ``device_type`` (PyTorch's generated classes, or one set on a
-TestCase), else the registry's primary device (the first accelerator, else the CPU). While the
+TestCase), else the registry's primary device (the first accelerator, else the CPU).
+``requires_ranks`` is checked against the world of the test's class (its own device type,
+:mod:`pytest_devcaps.marks.multiprocess`). A bad mark errors the test before ``setUp``. While the
 pytest plugin runs a test, :data:`PYTEST_TEST` holds it and everything here defers to pytest.
 
 The ``PYTEST_DEVCAPS_*`` variables are read and checked by the session's own parser
@@ -38,6 +40,7 @@ from pytest_devcaps.marks import classification
 from pytest_devcaps.marks import evaluation
 from pytest_devcaps.errors import ConfigError, DevcapsError
 from pytest_devcaps.marks.expectations import Condition, parse_condition
+from pytest_devcaps.marks.names import RANKS_MARKER
 from pytest_devcaps._util.environ import ENV_DEVICES, ENV_EXCEPT, ENV_HARDWARE
 from pytest_devcaps.session.options import (
     EnvironmentSettings,
@@ -221,6 +224,7 @@ def verdict(function: Any, test: Any) -> Verdict:
         return Verdict(skip, None, None)
     evaluated = evaluation.evaluate(marks, registry, device,
                                     free_memory=lambda identity: free_memory(identity.key))
+    evaluated = _ranks(evaluated, marks, test, function, registry)
     if evaluated.skip:
         _required_error(evaluated, registry, env.require)
         return Verdict(evaluated.reason, None, None)
@@ -232,6 +236,21 @@ def verdict(function: Any, test: Any) -> Verdict:
             if condition.applies(identity):
                 return Verdict(None, condition, identity)
     return Verdict(None, None, identity)
+
+
+def _ranks(evaluated: evaluation.Evaluation, marks: list[pytest.Mark], test: Any, function: Any,
+           registry: CapabilityRegistry) -> evaluation.Evaluation:
+    """``requires_ranks``: the world of the test's class, checked now
+    (:mod:`pytest_devcaps.marks.multiprocess`); a class without one is a MarkerError."""
+    if not any(mark.name == RANKS_MARKER for mark in marks):
+        return evaluated
+    from pytest_devcaps.distributed.settings import share_devices
+    from pytest_devcaps.marks import multiprocess
+
+    cls = type(test) if test is not None else None
+    method = test._testMethodName if test is not None else getattr(function, "__name__", "")
+    missing = multiprocess.ranks_missing(marks, cls, method, registry, share_devices)
+    return multiprocess.with_ranks(evaluated, multiprocess.wanted(marks), missing)
 
 
 def _facts(registry: CapabilityRegistry) -> FactVocabulary:
@@ -283,6 +302,7 @@ def guard(test: unittest.TestCase) -> None:
             raise DevcapsError(message)
 
         setattr(test, name, refuse)
+        test.setUp = refuse  # type: ignore[method-assign]  # errors before setUp, as under pytest
         return
     if found.skip is not None:
         setattr(test, name, _skipped(found.skip))
