@@ -143,7 +143,8 @@ def _layouts(parsed: SourceFile, items: list[Item], held: Mapping[Span, str], re
     evidence = layout.Evidence(
         held=tuple(span for span, why in held.items() if why != UNTOUCHED),
         residue=tuple(r.span for r in residues),
-        findings=tuple(i.finding(parsed.path) for i in shown))
+        findings=tuple(i.finding(parsed.path) for i in shown),
+        device_code=layout.device_code(parsed.tree, parsed.span))
     spans = {id(node): parsed.span(node) for node in ast.walk(parsed.tree)
              if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
     found = []

@@ -27,7 +27,7 @@ import functools
 import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Callable, Literal
 
 from pytest_devcaps.lint.records import Finding, Span
 from pytest_devcaps.lint.regions import within
@@ -149,6 +149,7 @@ class Evidence:
     held: tuple[Span, ...]
     residue: tuple[Span, ...]
     findings: tuple[Finding, ...]
+    device_code: tuple[Span, ...] = ()  # converted code already there (device_type, torch.accelerator)
 
     def kind(self, span: Span) -> Kind:
         """cuda: held by a gate that stays, or keeping CUDA-only code; accelerator: the rewrite
@@ -156,7 +157,19 @@ class Evidence:
         if any(within(span, h) for h in self.held) or any(within(r, span) for r in self.residue):
             return "cuda"
         inside = [f for f in self.findings if within(Span(f.line, f.column - 1, f.line, f.column - 1), span)]
-        return "accelerator" if any(f.fixable for f in inside) else "generic"
+        converted = any(within(d, span) for d in self.device_code)  # a file --fix already went over
+        return "accelerator" if converted or any(f.fixable for f in inside) else "generic"
+
+
+DEVICE_CODE_NAMES = frozenset({"device_type", "accelerator", "get_device_module"})
+
+
+def device_code(tree: ast.Module, span_of: Callable[[ast.AST], Span]) -> tuple[Span, ...]:
+    """Where converted device code reads the device: ``device_type``, ``torch.accelerator``,
+    ``torch.get_device_module``: a test that has it is an accelerator test on every later read."""
+    return tuple(span_of(n) for n in ast.walk(tree)
+                 if (isinstance(n, ast.Name) and n.id in DEVICE_CODE_NAMES and isinstance(n.ctx, ast.Load))
+                 or (isinstance(n, ast.Attribute) and n.attr in DEVICE_CODE_NAMES))
 
 
 def _decorator_names(node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
