@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
+from typing import Collection, Iterator
 
 from pytest_devcaps.lint.finder import NO_DEVICE_HELPER, Finder
 from pytest_devcaps.lint.helpers import threadable
@@ -15,7 +16,7 @@ from pytest_devcaps.lint.records import (
     Analysis, Finding, Hardware, RemoveUnusedImport, ReplaceStatement, Span, Target, explains, join_hardware,
 )
 from pytest_devcaps.lint.resolution import resolving
-from pytest_devcaps.lint.source import SourceFile, parse_source
+from pytest_devcaps.lint.source import Pragma, SourceFile, parse_source
 
 HARDWARE_MEANING = {
     "generic": "runs anywhere, the CPU included",
@@ -44,14 +45,41 @@ def unreadable(path: str, line: int, column: int, why: str) -> Analysis:
     return Analysis(path, (Finding(path, line, column, "DC000", why, "a UTF-8 Python file"),), readable=False)
 
 
-def analyze(text: str, path: str = "<string>", target: Target = "devcaps") -> Analysis:
-    """The findings of one file and the edits ``--fix`` makes in ``target``'s vocabulary."""
+def analyze(text: str, path: str = "<string>", target: Target = "devcaps",
+            untouched: Collection[str] = ()) -> Analysis:
+    """The findings of one file and the edits ``--fix`` makes in ``target``'s vocabulary.
+    ``untouched``: functions (qualified names, ``TestX.test_a``, ``test_b``) whose findings are
+    all suppressed, as if every line carried ``# devcaps: allow``, so the gates they depend on
+    stay (what ``--fix --verify`` undoes a test's rewrite with); names not defined here are ignored."""
     parsed = parse_source(text, path)
     if not isinstance(parsed, SourceFile):
         return unreadable(path, *parsed)
     parsed.target = target
+    if untouched:
+        _allow_functions(parsed, frozenset(untouched))
     with resolving(parsed.tree):
         return _analyze(parsed, path)
+
+
+def function_qualnames(tree: ast.Module) -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """Every function a module or its classes define (not those inside functions), by qualified name."""
+    pending: list[tuple[str, ast.AST]] = [("", tree)]
+    while pending:
+        prefix, node = pending.pop()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield prefix + child.name, child
+            elif isinstance(child, ast.ClassDef):
+                pending.append((f"{prefix}{child.name}.", child))
+
+
+def _allow_functions(parsed: SourceFile, names: frozenset[str]) -> None:
+    """Every line of the named functions, decorators included, reads as ``# devcaps: allow``."""
+    for name, node in function_qualnames(parsed.tree):
+        if name in names:
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            for line in range(first, (node.end_lineno or node.lineno) + 1):
+                parsed.pragmas[line] = Pragma(None, 0)
 
 
 def _analyze(parsed: SourceFile, path: str) -> Analysis:

@@ -8,7 +8,7 @@ import ast
 import difflib
 from collections import Counter
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Collection, Iterable
 
 from pytest_devcaps.errors import DevcapsError
 from pytest_devcaps.lint.analyze import analyze
@@ -74,12 +74,14 @@ class FixResult:
         return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 
 
-def fix_text(text: str, path: str = "<string>", target: Target = "devcaps") -> FixResult:
-    """The rewritten text and what is left; raises FixError rather than return broken code."""
-    first = analyze(text, path, target)
+def fix_text(text: str, path: str = "<string>", target: Target = "devcaps",
+             untouched: Collection[str] = ()) -> FixResult:
+    """The rewritten text and what is left; raises FixError rather than return broken code.
+    ``untouched``: functions left as they are, with the gates they depend on (see ``analyze``)."""
+    first = analyze(text, path, target, untouched)
     current = text
     for _ in range(MAX_ROUNDS):
-        analysis = first if current is text else analyze(current, path, target)
+        analysis = first if current is text else analyze(current, path, target, untouched)
         if not analysis.readable or not analysis.edits:
             break
         new = apply_edits(current, analysis.edits)
@@ -91,5 +93,5 @@ def fix_text(text: str, path: str = "<string>", target: Target = "devcaps") -> F
         if new == current:
             break
         current = new
-    left = first if current is text else analyze(current, path, target)
+    left = first if current is text else analyze(current, path, target, untouched)
     return FixResult(path, text, current, sum(f.fixable for f in first.findings), left, first)
