@@ -166,13 +166,14 @@ def _verify(path: Path, before: str, target: Target, envs: list[Environment], de
         if after == before:
             verdict.notes.append("every rewrite was undone: the file is left as it was")
             return
-        runs = _run_converted(path, after, envs, deadline, cwd)
-        if runs is None:
-            verdict.notes.append("ran out of time (--verify-timeout) before the converted file was verified: "
-                                 "not written")
-            return
+        runs, complete = _run_converted(path, after, envs, deadline, cwd)
         verdict.final = {name: compare(originals[name], run) for name, run in runs.items()}
         blame, file_wide = _blame(verdict.final, runs, after, defined)
+        if not complete and file_wide is None and not blame:
+            verdict.notes.append("ran out of time (--verify-timeout) before the converted file was verified "
+                                 f"on {', '.join(e.name for e in envs if e.name not in runs) or 'every device'}: "
+                                 "not written")
+            return
         if file_wide is None and not blame:
             verdict.text = after
             return
@@ -187,18 +188,19 @@ def _verify(path: Path, before: str, target: Target, envs: list[Environment], de
 
 
 def _run_converted(path: Path, after: str, envs: list[Environment], deadline: float,
-                   cwd: Path | None) -> dict[str, RunResult] | None:
+                   cwd: Path | None) -> tuple[dict[str, RunResult], bool]:
+    """The converted text's runs, and whether every one finished (a run cut off at the deadline
+    still blames the test it was in: ``timeout``)."""
     runs: dict[str, RunResult] = {}
     with converted_copy(path, after) as copy:
         for environment in envs:
             if _remaining(deadline) <= 1:
-                return None
-            runs[environment.name] = run_pytest(copy, environment.name, environment.env,
-                                                _remaining(deadline), cwd, shown_as=path)
-            if runs[environment.name].timed_out and not any(
-                    t.outcome == "timeout" for t in runs[environment.name].tests.values()):
-                return None  # out of time between tests: no test to blame
-    return runs
+                return runs, False
+            run = run_pytest(copy, environment.name, environment.env, _remaining(deadline), cwd, shown_as=path)
+            runs[environment.name] = run
+            if run.timed_out:
+                return runs, False
+    return runs, True
 
 
 def _blame(comparisons: dict[str, Comparison], runs: dict[str, RunResult], after: str,
