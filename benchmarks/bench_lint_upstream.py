@@ -510,10 +510,12 @@ def detail_lines(results: list[FileResult]) -> list[str]:
     return out
 
 
-def write_markdown(results: list[FileResult], label: str, settings: Settings, out: Path | None) -> Path:
-    date = datetime.date.today().isoformat()
+def result_path(label: str) -> Path:
     suffix = "_" + re.sub(r"[^A-Za-z0-9]+", "-", label).strip("-") if label else ""
-    path = out or HERE / "results" / f"lint_upstream_{date}_{cpu_label()}{suffix}.md"
+    return HERE / "results" / f"lint_upstream_{datetime.date.today().isoformat()}_{cpu_label()}{suffix}.md"
+
+
+def write_markdown(results: list[FileResult], label: str, settings: Settings, path: Path) -> Path:
     text = ["# `devcaps lint` / `--fix` on real upstream CUDA-only test files", "",
             "Measured by `benchmarks/bench_lint_upstream.py` (manifest `benchmarks/lint_upstream_files.txt`; "
             "its docstring says how each number is made).", "", *environment(label, settings), "",
@@ -559,14 +561,18 @@ def main(argv: list[str] | None = None) -> int:
         if not entry.local(args.upstream).is_file():
             print(f"missing, not measured: {entry.repo} {entry.path} (see --fetch-list)", file=sys.stderr)
     envs = run_environments() if settings.run_tests else []
-    results = []
-    for entry in present:
+    out = args.out or result_path(args.label)
+    results: list[FileResult] = []
+    present.sort(key=lambda e: e.repo != "pytorch/pytorch")  # PyTorch's first: they all import here
+    for number, entry in enumerate(present, 1):
         print(f"measuring {entry.repo}:{entry.path} ...", file=sys.stderr, flush=True)
         results.append(measure(entry, args.upstream, settings, envs))
+        partial = f" (partial: {number} of {len(present)} files)" if number < len(present) else ""
+        write_markdown(results, args.label + partial, settings, out)  # after each file: a long run shows progress
     for rows in (count_rows(results), run_rows(results), linter_rows(results)):
         if len(rows) > 1:
             print_table(rows)
-    print(f"wrote {write_markdown(results, args.label, settings, args.out)}")
+    print(f"wrote {write_markdown(results, args.label, settings, out)}")
     return 0
 
 
