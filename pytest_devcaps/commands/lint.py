@@ -8,6 +8,7 @@ rule code in a pragma, or ``--fix``/``--diff`` without LibCST (the ``lint`` extr
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence, TextIO
 
@@ -112,11 +113,17 @@ def _verified(result: FixResult, target: Target, timeout: float, err: TextIO) ->
     err.write(verdict.report())
     if verdict.text is None:
         return None
-    if verdict.text == result.after:
-        return result
-    left = analyze(verdict.text, result.path, target)
-    return FixResult(result.path, result.before, verdict.text, max(result.fixed - len(left.findings), 0), left,
-                     result.found)
+    left = result.left if verdict.text == result.after else analyze(verdict.text, result.path, target)
+    found = len(result.found.findings) if result.found else 0
+    return FixResult(result.path, result.before, verdict.text, max(found - len(left.findings), 0), left, result.found)
+
+
+def _verified_counts(result: FixResult) -> FileCounts:
+    """Found / fixed / left of a verified file: fixed is what the written text no longer has."""
+    found = Counter(f.code for f in (result.found.findings if result.found else ()))
+    left = Counter(f.code for f in result.left.findings)
+    fixed = {code: n - left[code] for code, n in found.items() if n > left[code]}
+    return FileCounts(result.path, dict(sorted(found.items())), dict(sorted(fixed.items())), dict(sorted(left.items())))
 
 
 def _rewrite(analyses: list[Analysis], fmt: str, mode: str, out: TextIO, err: TextIO, target: Target,
@@ -140,8 +147,11 @@ def _rewrite(analyses: list[Analysis], fmt: str, mode: str, out: TextIO, err: Te
             result = None  # refused (changed meanwhile, a link out of the tree...): the file is as it was
         failed = failed or (result is None and analysis.readable and any(f.fixable for f in analysis.findings))
         left.append(result.left if result is not None else analysis)
-        counts.append(result.counts() if result is not None else file_counts(analysis.path, analysis.findings,
-                                                                             analysis.findings))
+        if result is not None and verify_timeout is not None:
+            counts.append(_verified_counts(result))
+        else:
+            counts.append(result.counts() if result is not None else file_counts(analysis.path, analysis.findings,
+                                                                                 analysis.findings))
         if result is None or not result.changed:
             continue
         fixed, files = fixed + result.fixed, files + 1

@@ -65,11 +65,6 @@ HELPER_GUARD = textwrap.dedent('''\
 ''')
 
 
-def cpu_only() -> list[Environment]:
-    envs, _ = environments({k: v for k, v in os.environ.items() if k != DEVICES_ENV})
-    return envs[:1]
-
-
 # -- the lint API: untouched functions ------------------------------------------------------
 
 
@@ -150,18 +145,23 @@ def test_a_collection_error_is_worse_only_where_the_original_collected() -> None
 # -- whole runs ----------------------------------------------------------------------------
 
 
-def test_a_rewrite_that_fails_on_the_cpu_is_undone_and_the_gain_reported(tmp_path: Path) -> None:
+def test_a_rewrite_that_fails_on_the_cpu_is_undone_and_the_gain_reported(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv(DEVICES_ENV, "0")  # the CPU alone, built emu or not
     path = tmp_path / "test_two.py"
     path.write_text(TWO_TESTS)
-    verdict = verify_file(path, TWO_TESTS, envs=cpu_only(), timeout_s=600)
-    assert verdict.text is not None and verdict.untouched == {"test_primary_context"}
-    assert "def test_add(device):" in verdict.text and "def test_primary_context():" in verdict.text
-    assert [(c.nodeid, c.before, c.after) for c in verdict.gained] == [
-        ("test_two.py::test_add[cpu]", "skipped", "passed")]
-    report = verdict.report()
-    assert "gained 1 passing test(s): cpu 1" in report
-    assert "- test_primary_context: test_two.py::test_primary_context[cpu] (cpu run): skipped -> failed: " \
-           "AttributeError" in report
+    assert main(["lint", "--fix", "--verify", str(path)]) == 1  # findings left: the undone test's
+    written = path.read_text()
+    assert "def test_add(device):" in written
+    assert '@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")\ndef test_primary_context():' \
+        in written
+    err = capsys.readouterr().err
+    assert f"{DEVICES_ENV}=0 gives no emu devices" in err
+    assert "gained 1 passing test(s): cpu 1\n    + " in err and "test_two.py::test_add[cpu] (cpu run): skipped -> passed" in err
+    assert "- test_primary_context: " in err and "test_two.py::test_primary_context[cpu] (cpu run): skipped -> " \
+        "failed: AttributeError" in err
+    assert "found 4 (DC001 2, DC002 2); fixed 2 (DC001 1, DC002 1); left 2 (DC001 1, DC002 1)" in err
+    assert "devcaps lint: fixed 2 finding(s) in 1 file(s); 2 left" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["test_two.py"]  # the converted copy is gone
 
 
