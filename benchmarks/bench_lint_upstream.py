@@ -106,7 +106,7 @@ class FileResult:
     fixable: int
     imports: bool | None = None  # None: not run
     import_error: str = ""
-    original_runs: dict[str, dict[str, int]] = field(default_factory=dict)
+    original_runs: dict[str, dict[str, Any]] = field(default_factory=dict)
     targets: dict[str, TargetResult] = field(default_factory=dict)
     original_test_linter: list[str] | None = None
 
@@ -194,11 +194,11 @@ def run_environments() -> list[Any]:
     return envs
 
 
-def _counts(run: Any) -> dict[str, int]:
-    counts = collections.Counter(t.outcome for t in run.tests.values())
+def _counts(run: Any) -> dict[str, Any]:
+    counts: dict[str, Any] = dict(sorted(collections.Counter(t.outcome for t in run.tests.values()).items()))
     if run.collection_errors:
-        counts["collection error"] = len(run.collection_errors)
-    return dict(sorted(counts.items()))
+        counts["collection error"] = f"{len(run.collection_errors)} ({run.collection_errors[0].message[:120]})"
+    return counts
 
 
 def run_original(path: Path, envs: list[Any], timeout: float) -> tuple[dict[str, Any], str]:
@@ -391,7 +391,7 @@ def count_rows(results: list[FileResult]) -> list[list[str]]:
     return rows
 
 
-def _run_summary(counts: dict[str, int]) -> str:
+def _run_summary(counts: dict[str, Any]) -> str:
     return " ".join(f"{k} {v}" for k, v in counts.items()) or "no tests"
 
 
@@ -405,8 +405,8 @@ def run_rows(results: list[FileResult]) -> list[list[str]]:
             rows.append([f"{r.entry.repo}:{r.entry.path}", "does not import here", r.import_error[:80], "", "",
                          "", ""])
             continue
-        cells = [f"{r.entry.repo}:{r.entry.path}", _run_summary(r.original_runs.get("cpu", {})),
-                 _run_summary(r.original_runs.get("emu", {}))]
+        cells = [f"{r.entry.repo}:{r.entry.path}", _run_summary(r.original_runs.get("cpu", {}))[:70],
+                 _run_summary(r.original_runs.get("emu", {}))[:70]]
         for key in ("worse", "gained"):
             for t in TARGETS:
                 runs = r.targets[t].runs
