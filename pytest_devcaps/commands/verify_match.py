@@ -94,7 +94,8 @@ def _match(test: Outcome, by_key: dict[tuple[str, str], list[Outcome]],
 
 def compare(original: RunResult, converted: RunResult) -> Comparison:
     """Per converted test: worse (it fails where its counterpart passed, skipped or xfailed, or
-    it is new and fails), gained (it passes where its counterpart did not, or it is new);
+    it is new and fails), gained (it passes where its counterpart did not, or it is new); none
+    of these where the original's run ended before the counterpart ran;
     vanished: original tests no converted test stands for (worse when they passed)."""
     result = Comparison()
     by_key, by_function = _counterparts(original)
@@ -103,6 +104,8 @@ def compare(original: RunResult, converted: RunResult) -> Comparison:
         function, before = _match(test, by_key, by_function)
         matched.update(t.nodeid for t in before)
         best = max(before, key=lambda t: rank(t.outcome), default=None)
+        if best is not None and best.outcome == "not run":
+            continue  # the original's run ended before it: nothing to compare with
         change = Change(converted.environment, function, test.nodeid, test.device,
                         best.outcome if best else "absent", test.outcome, test.message)
         if best is None:

@@ -134,6 +134,13 @@ def test_compare_maps_instantiated_and_parametrized_tests_and_says_what_changed(
     assert [c.nodeid for c in result.vanished] == ["f.py::test_gone"]
 
 
+def test_a_test_the_original_run_never_reached_is_not_compared() -> None:
+    original = RunResult("cpu", {"f.py::test_a": outcome("f.py::test_a", "test_a", "not run")})
+    converted = RunResult("cpu", {"f.py::test_a": outcome("f.py::test_a", "test_a", "timeout")})
+    result = compare(original, converted)
+    assert (result.worse, result.gained, result.vanished) == ([], [], [])
+
+
 def test_a_collection_error_is_worse_only_where_the_original_collected() -> None:
     from pytest_devcaps.commands.verify_runs import CollectionError
 
