@@ -515,7 +515,8 @@ def result_path(label: str) -> Path:
     return HERE / "results" / f"lint_upstream_{datetime.date.today().isoformat()}_{cpu_label()}{suffix}.md"
 
 
-def write_markdown(results: list[FileResult], label: str, settings: Settings, path: Path) -> Path:
+def write_markdown(results: list[FileResult], label: str, settings: Settings, path: Path,
+                   notes: tuple[str, ...] = ()) -> Path:
     text = ["# `devcaps lint` / `--fix` on real upstream CUDA-only test files", "",
             "Measured by `benchmarks/bench_lint_upstream.py` (manifest `benchmarks/lint_upstream_files.txt`; "
             "its docstring says how each number is made).", "", *environment(label, settings), "",
@@ -532,6 +533,24 @@ def write_markdown(results: list[FileResult], label: str, settings: Settings, pa
     return path
 
 
+def save_json(results: list[FileResult], path: Path) -> None:
+    from dataclasses import asdict
+
+    path.write_text(json.dumps([asdict(r) for r in results], indent=1), encoding="utf-8")
+
+
+def load_json(paths: list[Path]) -> list[FileResult]:
+    """Results saved by ``--save-json`` (several runs over parts of the manifest), in manifest order."""
+    results = []
+    for path in paths:
+        for item in json.loads(path.read_text(encoding="utf-8")):
+            item["entry"] = Entry(**item["entry"])
+            item["targets"] = {t: TargetResult(**x) for t, x in item["targets"].items()}
+            results.append(FileResult(**item))
+    order = {(e.repo, e.path): n for n, e in enumerate(read_manifest())}
+    return sorted(results, key=lambda r: (r.entry.repo != "pytorch/pytorch", order.get((r.entry.repo, r.entry.path), 0)))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("upstream", nargs="?", type=Path, help="folder of <owner>/<name>/<path> files")
@@ -546,17 +565,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--torch214", help="python of a torch 2.14.1 environment with pytest-devcaps installed")
     parser.add_argument("--test-linter", type=Path, help="PyTorch's tools/linter/adapters/test_linter.py")
     parser.add_argument("--out", type=Path, help="the Markdown file to write (default: benchmarks/results/...)")
+    parser.add_argument("--skip", action="append", default=[], help="not the paths containing this (repeatable)")
+    parser.add_argument("--note", action="append", default=[], help="a line for the results' header (repeatable)")
+    parser.add_argument("--save-json", type=Path, help="also save the results here (after each file)")
+    parser.add_argument("--combine", type=Path, nargs="+", metavar="JSON",
+                        help="write one Markdown file from the --save-json files of runs over parts of the manifest")
     args = parser.parse_args(argv)
     entries = read_manifest(args.manifest)
     if args.fetch_list:
         return fetch_list(entries, args.upstream)
+    if args.combine:
+        settings = Settings(True, args.timeout, None, os.path.abspath(args.torch214) if args.torch214 else None, None)
+        out = args.out or result_path(args.label)
+        print(f"wrote {write_markdown(load_json(args.combine), args.label, settings, out, tuple(args.note))}")
+        return 0
     if args.upstream is None:
         parser.error("UPSTREAM_DIR is required (or --fetch-list)")
     settings = Settings(not args.no_run, args.timeout, args.keep,
                         os.path.abspath(args.torch214) if args.torch214 else None,
                         load_test_linter(args.test_linter) if args.test_linter else None)
     present = [e for e in entries if e.local(args.upstream).is_file()
-               and (not args.only or any(o in e.path for o in args.only))]
+               and (not args.only or any(o in e.path for o in args.only))
+               and not any(o in e.path for o in args.skip)]
     for entry in entries:
         if not entry.local(args.upstream).is_file():
             print(f"missing, not measured: {entry.repo} {entry.path} (see --fetch-list)", file=sys.stderr)
@@ -568,11 +598,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"measuring {entry.repo}:{entry.path} ...", file=sys.stderr, flush=True)
         results.append(measure(entry, args.upstream, settings, envs))
         partial = f" (partial: {number} of {len(present)} files)" if number < len(present) else ""
-        write_markdown(results, args.label + partial, settings, out)  # after each file: a long run shows progress
+        write_markdown(results, args.label + partial, settings, out, tuple(args.note))  # progress, file by file
+        if args.save_json:
+            save_json(results, args.save_json)
     for rows in (count_rows(results), run_rows(results), linter_rows(results)):
         if len(rows) > 1:
             print_table(rows)
-    print(f"wrote {write_markdown(results, args.label, settings, out)}")
+    print(f"wrote {write_markdown(results, args.label, settings, out, tuple(args.note))}")
     return 0
 
 
