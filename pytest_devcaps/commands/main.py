@@ -71,6 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
     rewrite.add_argument("--diff", action="store_true", help="print what --fix would change, as a patch")
     lint.add_argument("--check", action="store_true",
                       help="with --fix: write nothing, exit 1 if anything would change (for CI, pre-commit)")
+    lint.add_argument("--verify", action="store_true",
+                      help="with --fix: run each converted file's tests under the plugin before and after, on "
+                           "the CPU and on emu (when built or PYTEST_DEVCAPS_EMU_DEVICES is set); undo the "
+                           "rewrite of every test whose outcome got worse; report what it gained")
+    lint.add_argument("--verify-timeout", type=float, default=None, metavar="SECONDS",
+                      help="with --verify: the most all test runs of one file may take (default 900)")
     lint.add_argument("--target", choices=("devcaps", "torch"), default="devcaps",
                       help="what --fix writes: devcaps (this plugin's marks and decorators, default) or "
                            "torch (only what torch itself provides, for contributions upstream)")
@@ -147,7 +153,17 @@ def command_lint(args: argparse.Namespace) -> int:
         raise LintInputError("--check goes with --fix (`devcaps lint --fix --check`): it says whether "
                              "--fix would change anything")
     _check_option_like_paths(args.paths)
-    return run(args.paths, args.exclude, args.format, "fix-check" if args.check else mode, target=args.target)
+    if args.verify_timeout is not None and (not args.verify or args.verify_timeout <= 0):
+        from pytest_devcaps.lint.source import LintInputError
+
+        raise LintInputError("--verify-timeout takes a positive number of seconds and goes with --verify")
+    verify_timeout = None
+    if args.verify:
+        from pytest_devcaps.commands.verify import DEFAULT_TIMEOUT_S
+
+        verify_timeout = args.verify_timeout or DEFAULT_TIMEOUT_S
+    return run(args.paths, args.exclude, args.format, "fix-check" if args.check else mode, target=args.target,
+               verify_timeout=verify_timeout)
 
 
 def _check_option_like_paths(paths: Sequence[str]) -> None:

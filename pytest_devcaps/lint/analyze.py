@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from typing import Mapping
+from typing import Iterator, Mapping
 
 from pytest_devcaps.lint import layout
 from pytest_devcaps.lint.finder import NO_DEVICE_HELPER, Finder
@@ -276,19 +276,26 @@ def _edit_span(edit: Edit) -> Span | None:
     return getattr(edit, "span", None)
 
 
+def function_qualnames(tree: ast.Module) -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """Every function a module or its classes define (not those inside functions), by qualified name."""
+    pending: list[tuple[str, ast.AST]] = [("", tree)]
+    while pending:
+        prefix, node = pending.pop()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield prefix + child.name, child
+            elif isinstance(child, ast.ClassDef):
+                pending.append((f"{prefix}{child.name}.", child))
+
+
 def _untouched_spans(parsed: SourceFile, index: RegionIndex, names: frozenset[str]) -> list[Span]:
-    """The spans (decorators included) of the tests named ``Class.test`` or ``test``."""
+    """The spans (decorators included) of the functions named ``Class.test`` or ``test``."""
     found: list[Span] = []
-    for statement in parsed.tree.body:
-        members = [(statement.name, m) for m in statement.body] if isinstance(statement, ast.ClassDef) \
-            else [(None, statement)]
-        for owner, node in members:
-            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue
-            if node.name in names or (owner is not None and f"{owner}.{node.name}" in names):
-                span = parsed.span(node)
-                first = min((parsed.span(d) for d in node.decorator_list), default=span)
-                found.append(Span(first.line, 0, span.end_line, span.end_col))
+    for name, node in function_qualnames(parsed.tree):
+        if name in names:
+            span = parsed.span(node)
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            found.append(Span(first, 0, span.end_line, span.end_col))
     return found
 
 
