@@ -105,7 +105,8 @@ def _analyze(parsed: SourceFile, path: str, untouched: frozenset[str], external:
 def _round(parsed: SourceFile, index: RegionIndex, held: dict[Span, str], kept: dict[tuple[str, Span], str],
            external: dict[str, str]) -> tuple[Finder, list[Item], list[Residue], list[Span]]:
     finder = _find(parsed, frozenset(held))
-    for item in finder.items + finder.aliases.items():
+    gates = [i for construct in finder.constructs for i in construct.items]
+    for item in finder.items + finder.aliases.items() + gates:
         why = _held_by(item.span, held)
         if why is not None and (why == UNTOUCHED or not all(isinstance(e, NEUTRAL_EDITS) for e in item.edits)
                                 or not item.edits):

@@ -172,7 +172,10 @@ class GateReader:
         self.owned.add(id(decorator))
 
     def _device_parametrize(self, call: ast.Call, scope: Scope) -> list[Item]:
-        if scope.kind != "test" or not removable_device_parametrize(call):
+        """``parametrize("device", ["cpu", "cuda"])`` goes where the device fixture takes its
+        place (``--target devcaps``; ``--target torch`` has no fixture: it stays, and its "cuda"
+        is the accelerator's type)."""
+        if scope.kind != "test" or scope.fixtureless or not removable_device_parametrize(call, scope.node):
             return []
         self.owned.add(id(call))
         item = Item(self.source.span(call), "DC003", "parametrizes `device` over hardcoded devices",
