@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import pytest
 import torch
+import torch.distributed
 
 from pytest_devcaps.backends import builtin_backends, discover_devices
 from pytest_devcaps.config import classify, load_catalogue
@@ -52,7 +53,10 @@ CPU_REASONS: dict[str, str] = {
     "attention.mem_efficient": "(_fused_sdp_choice) under SDPBackend.EFFICIENT_ATTENTION",
     "compile.triton": "Triton has no CPU backend (TRITON_INTERPRET only)",
     "compile.inductor": "C++ compiler",
-    "dist.nccl": "nccl is not available",
+    # a CPU build has no NCCL; a CUDA build has it for cuda tensors only
+    "dist.nccl": ("nccl is available but handles cuda tensors, not cpu"  # devcaps: allow[DC003]
+                  if torch.distributed.is_available() and torch.distributed.is_nccl_available()
+                  else "nccl is not available"),
     "runtime.graphs": "no graph capture for cpu",
 }
 
@@ -105,7 +109,9 @@ def _table() -> dict[str, dict[str, Level]]:
 
 TABLE = _table()
 CASES = [(device, cap) for device, caps in TABLE.items() for cap in caps]
-ACCELERATOR = getattr(torch.accelerator.current_accelerator(), "type", None)
+# The usable accelerator: a CUDA build on a machine without a GPU has "cuda" compiled in
+# (current_accelerator()) but no device, so it is checked as the CPU-only machine it is.
+ACCELERATOR = getattr(torch.accelerator.current_accelerator(check_available=True), "type", None)
 
 
 def children_cpu_seconds() -> float:
