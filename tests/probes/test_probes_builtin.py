@@ -43,6 +43,9 @@ CPU_EXPECTED: dict[str, Level] = {
     "dist.gloo": N, "dist.nccl": U, "dist.xccl": U, "dist.hccl": U, "dist.mpi": U,
 }
 
+# Whether this torch has NCCL compiled in (what the dist.nccl probe reads first).
+NCCL_BUILT = torch.distributed.is_available() and torch.distributed.is_nccl_available()  # devcaps: allow[DC008]
+
 # Reasons users will read in skip messages: the important words must be there.
 CPU_REASONS: dict[str, str] = {
     "dtype.tf32": "matmul stays fp32 under float32_matmul_precision('high')",
@@ -53,9 +56,8 @@ CPU_REASONS: dict[str, str] = {
     "attention.mem_efficient": "(_fused_sdp_choice) under SDPBackend.EFFICIENT_ATTENTION",
     "compile.triton": "Triton has no CPU backend (TRITON_INTERPRET only)",
     "compile.inductor": "C++ compiler",
-    # a CPU build has no NCCL; a CUDA build has it for cuda tensors only
-    "dist.nccl": ("nccl is available but handles cuda tensors, not cpu"  # devcaps: allow[DC003]
-                  if torch.distributed.is_available() and torch.distributed.is_nccl_available()
+    # a CPU build has no NCCL; a CUDA build has it compiled in, for cuda tensors only
+    "dist.nccl": ("nccl is available but handles cuda tensors, not cpu" if NCCL_BUILT  # devcaps: allow[DC008]
                   else "nccl is not available"),
     "runtime.graphs": "no graph capture for cpu",
 }
