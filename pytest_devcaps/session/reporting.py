@@ -16,6 +16,7 @@ from pytest_devcaps.session.state import SessionState, session_state
 
 def header_lines(state: SessionState, *, verbose: bool) -> list[str]:
     from pytest_devcaps.report.table import (
+        build_note,
         capability_table,
         compact_levels,
         describe_identity,
@@ -24,7 +25,7 @@ def header_lines(state: SessionState, *, verbose: bool) -> list[str]:
 
     registry = state.registry
     lines = [f"devcaps: {len(registry.devices)} device(s), {describe_origin(registry.meta)}; "
-             f"device tests run on: {', '.join(state.selected) or 'none'}"]
+             f"device tests run on: {', '.join(state.selected) or 'none'}{build_note(registry)}"]
     for identity in registry.devices:
         lines.append(f"devcaps: {describe_identity(identity)}")
         records = registry.records(identity.key)

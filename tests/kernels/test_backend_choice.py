@@ -231,14 +231,18 @@ def test_fp8_is_decoded_where_triton_does_not_drive_the_device(monkeypatch: pyte
     assert triton_backend._plan(p).native_fp8 is False
 
 
+# Subprocesses are refused after ``import torch``: torch 2.14's CUDA build runs ``/sbin/ldconfig
+# -p`` while it imports (torch.cuda -> cuda.bindings -> cuda.pathfinder's
+# ctypes.util.find_library("dl")), GPU or not. That is torch's import; what is measured here is
+# what importing devcaps_kernels and one scaled_mm call add on CPU tensors.
 _FRESH_PROCESS = """
 import json, subprocess, sys
+import torch
 
 def refuse(*args, **kwargs):
     raise AssertionError(f"scaled_mm started a subprocess: {args}")
 
 subprocess.Popen = refuse
-import torch
 before = set(sys.modules)  # torch's backend autoload may import pytest_devcaps.emu's entry point
 import devcaps_kernels
 
