@@ -86,6 +86,12 @@ def _peak_mb(device: torch.device) -> float:
     return runtime.max_memory_allocated(device) / MB
 
 
+def _reset_linears(model: nn.Module) -> None:
+    for module in model.modules():
+        if isinstance(module, nn.Linear):
+            module.reset_parameters()
+
+
 def _peak_memory(ctx: RankContext) -> dict[str, float]:
     device = ctx.device
     runtime.synchronize(device)
@@ -97,9 +103,8 @@ def _peak_memory(ctx: RankContext) -> dict[str, float]:
     block_mb = sum(p.numel() * p.element_size() for p in model.blocks[0].parameters()) / MB
     shard(model, model.blocks, mesh=world_mesh(device))
     model.to_empty(device=device)
-    for module in model.modules():
-        if isinstance(module, nn.Linear):
-            module.reset_parameters()
+    _reset_linears(model)  # in a function: a loop variable here would keep a module (and
+    # through its FSDP state every sharded parameter) alive past the deletion checked below
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     runtime.synchronize(device)
     init = _allocated_mb(device) - base
