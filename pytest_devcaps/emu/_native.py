@@ -23,6 +23,8 @@ _SIGNATURES: tuple[tuple[str, Any, tuple[Any, ...]], ...] = (
     ("devcaps_emu_device_count", ctypes.c_int, ()),
     ("devcaps_emu_current_device", ctypes.c_int, ()),
     ("devcaps_emu_set_device", ctypes.c_int, (ctypes.c_int,)),
+    ("devcaps_emu_synchronize", ctypes.c_int, (ctypes.c_int,)),
+    ("devcaps_emu_last_error", ctypes.c_char_p, ()),
     ("devcaps_emu_current_stream", ctypes.c_longlong, (ctypes.c_int,)),
     ("devcaps_emu_exchange_stream", ctypes.c_longlong, (ctypes.c_int, ctypes.c_longlong)),
     ("devcaps_emu_memory_stat_count", ctypes.c_int, ()),

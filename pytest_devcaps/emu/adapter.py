@@ -10,7 +10,13 @@ from __future__ import annotations
 import sys
 from typing import Mapping
 
-from pytest_devcaps.backends.base import PLATFORM_FACT, total_ram_bytes, torch_version
+from pytest_devcaps.backends.base import (
+    PLATFORM_FACT,
+    PRIVATE_DEVICES,
+    PRIVATE_DEVICES_FACT,
+    total_ram_bytes,
+    torch_version,
+)
 from pytest_devcaps.emu import NAME, VISIBLE_ENV
 from pytest_devcaps.model import DeviceIdentity, Fact
 
@@ -20,6 +26,7 @@ class EmuAdapter:
     visible_devices_variable = VISIBLE_ENV
     facts: Mapping[str, Fact] = {
         "platform": PLATFORM_FACT,
+        PRIVATE_DEVICES: PRIVATE_DEVICES_FACT,  # emu's devices live in each process's memory
         "build": Fact("the emu library's build, its source digest (csrc/ and compiler flags): "
                       "part of the device's identity, so probe answers cached for another "
                       "build are not reused"),
@@ -47,5 +54,6 @@ class EmuAdapter:
         return [DeviceIdentity(type=NAME, index=index, vendor=NAME,
                                name=str(module.get_device_name(index)), arch=NAME,
                                memory_bytes=total_ram_bytes(), count=count,
-                               torch_version=torch_version(), facts={"platform": sys.platform, "build": build})
+                               torch_version=torch_version(), facts={"platform": sys.platform, "build": build,
+                                      PRIVATE_DEVICES: True})
                 for index in range(count)]

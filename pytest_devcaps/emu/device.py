@@ -1,11 +1,12 @@
 """``torch.emu``: the device module torch finds for the emu type (``torch.get_device_module``).
 
 The functions torch, FSDP2 and pytest-devcaps look for on a device module (``torch.cuda``'s
-names): device count and selection, ``synchronize``, seeding, streams and events
+names): device count and selection, ``synchronize`` (which waits for outstanding
+collectives), seeding, streams and events
 (:mod:`pytest_devcaps.emu.streams`: ``Stream``, ``Event``, ``current_stream``, ``stream``...,
 what FSDP2 asks of its device handle), allocator statistics (:mod:`pytest_devcaps.emu.memory`:
-``memory_allocated``, ``memory_stats``...). Work on emu is synchronous, so synchronize only
-checks the index. Random ops on emu run on the CPU's default generator (the CPU fallback runs
+``memory_allocated``, ``memory_stats``...). Work on emu is synchronous but for collectives,
+which run on gloo's threads: synchronize waits for those. Random ops on emu run on the CPU's default generator (the CPU fallback runs
 the CPU kernel), so seeding emu seeds that generator: ``torch.manual_seed`` calls
 :func:`manual_seed_all` here (``torch/random.py`` ``_seed_custom_device``), which sets the seed
 it has already set. Autocast casts the matmul family (``csrc/emu_autocast.cpp``). Absent on
@@ -18,6 +19,7 @@ from typing import Any
 
 from pytest_devcaps.emu import _native
 from pytest_devcaps.emu._native import checked_index, index_of, lib, out_of_range
+from pytest_devcaps.errors import DeviceRuntimeError
 from pytest_devcaps.emu.memory import (
     empty_cache,
     max_memory_allocated,
@@ -91,8 +93,15 @@ class device:  # noqa: N801 - torch.cuda.device's name
 
 
 def synchronize(device: Any = None) -> None:
-    """Every emu op has finished when it returns: only the index is checked."""
-    checked_index(device)
+    """Wait for the collectives still running on ``device`` (every other emu op has finished
+    when it returns); raises what a failed one raised."""
+    index = checked_index(device)
+    status = int(lib().devcaps_emu_synchronize(index))
+    if status == -1:
+        raise out_of_range(index)
+    if status != 0:
+        message = lib().devcaps_emu_last_error().decode("utf-8", "replace")
+        raise DeviceRuntimeError(f"emu: a collective on emu:{index} failed: {message}")
 
 
 def get_device_name(device: Any = None) -> str:

@@ -46,6 +46,8 @@ EMULATED_REASON = "emu runs it with the host CPU's kernels (boxed CPU fallback):
 #: Capabilities a probe proves work on emu, done by the host without a device: why each is
 #: emulated.
 EMULATED_BY_HOST = {
+    "runtime.streams": "emu runs each stream's work at once, in order, on the host: streams, "
+                       "their order and waits hold, but no two run concurrently: emulated",
     "dist.emuccl": "emuccl moves emu tensors with gloo over host memory (there is no device "
                    "interconnect): emulated",
 }

@@ -81,6 +81,23 @@ Tensors flatten(const TensorLists& lists) {
   return all;
 }
 
+// A collective still running on gloo's threads, for the device's synchronize. Held weakly: gloo
+// keeps its work alive while it runs, and a finished or forgotten one has nothing to wait for.
+class PendingCollective final : public Pending {
+ public:
+  explicit PendingCollective(const c10::intrusive_ptr<Work>& work) : work_(work) {}
+  bool finished() override {
+    auto work = work_.lock();
+    return !work || work->isCompleted();
+  }
+  void wait() override {
+    if (auto work = work_.lock()) work->wait();
+  }
+
+ private:
+  c10::weak_intrusive_ptr<Work> work_;
+};
+
 // gloo's Work, seen with emu tensors: waiting, completion and errors are gloo's; result() and
 // the future hold the emu tensors the caller gave (gloo's hold the CPU views).
 class EmuWork final : public Work {
@@ -162,62 +179,61 @@ class EmuBackend final : public Backend {
                                      const c10d::AllgatherOptions& opts) override {
     auto out = host_views(outputs);
     auto in = host_views(inputs);
-    return wrap(host_->allgather(out, in, opts), flatten(outputs), OpType::ALLGATHER,
-                any_emu(inputs));
+    return wrap(host_->allgather(out, in, opts), flatten(outputs), OpType::ALLGATHER, inputs);
   }
   c10::intrusive_ptr<Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                            const c10d::AllgatherOptions& opts) override {
     auto out = host_view(output);
     auto in = host_view(input);
     return wrap(host_->_allgather_base(out, in, opts), {output}, OpType::_ALLGATHER_BASE,
-                on_emu(input));
+                {input});
   }
   c10::intrusive_ptr<Work> allgather_coalesced(TensorLists& outputs, Tensors& inputs,
                                                const c10d::AllgatherOptions& opts) override {
     auto out = host_views(outputs);
     auto in = host_views(inputs);
     return wrap(host_->allgather_coalesced(out, in, opts), flatten(outputs),
-                OpType::ALLGATHER_COALESCED, any_emu(inputs));
+                OpType::ALLGATHER_COALESCED, inputs);
   }
   c10::intrusive_ptr<Work> allgather_into_tensor_coalesced(
       Tensors& outputs, Tensors& inputs, const c10d::AllgatherOptions& opts) override {
     auto out = host_views(outputs);
     auto in = host_views(inputs);
     return wrap(host_->allgather_into_tensor_coalesced(out, in, opts), outputs,
-                OpType::COALESCED, any_emu(inputs));
+                OpType::COALESCED, inputs);
   }
   c10::intrusive_ptr<Work> gather(TensorLists& outputs, Tensors& inputs,
                                   const c10d::GatherOptions& opts) override {
     auto out = host_views(outputs);
     auto in = host_views(inputs);
-    return wrap(host_->gather(out, in, opts), flatten(outputs), OpType::GATHER, any_emu(inputs));
+    return wrap(host_->gather(out, in, opts), flatten(outputs), OpType::GATHER, inputs);
   }
   c10::intrusive_ptr<Work> scatter(Tensors& outputs, TensorLists& inputs,
                                    const c10d::ScatterOptions& opts) override {
     auto out = host_views(outputs);
     auto in = host_views(inputs);
-    return wrap(host_->scatter(out, in, opts), outputs, OpType::SCATTER, any_emu(inputs));
+    return wrap(host_->scatter(out, in, opts), outputs, OpType::SCATTER, flatten(inputs));
   }
   c10::intrusive_ptr<Work> reduce_scatter(Tensors& outputs, TensorLists& inputs,
                                           const c10d::ReduceScatterOptions& opts) override {
     auto out = host_views(outputs);
     auto in = host_views(inputs);
     return wrap(host_->reduce_scatter(out, in, opts), outputs, OpType::REDUCE_SCATTER,
-                any_emu(inputs));
+                flatten(inputs));
   }
   c10::intrusive_ptr<Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                 const c10d::ReduceScatterOptions& opts) override {
     auto out = host_view(output);
     auto in = host_view(input);
     return wrap(host_->_reduce_scatter_base(out, in, opts), {output},
-                OpType::_REDUCE_SCATTER_BASE, on_emu(input));
+                OpType::_REDUCE_SCATTER_BASE, {input});
   }
   c10::intrusive_ptr<Work> reduce_scatter_tensor_coalesced(
       Tensors& outputs, Tensors& inputs, const c10d::ReduceScatterOptions& opts) override {
     auto out = host_views(outputs);
     auto in = host_views(inputs);
     return wrap(host_->reduce_scatter_tensor_coalesced(out, in, opts), outputs,
-                OpType::COALESCED, any_emu(inputs));
+                OpType::COALESCED, inputs);
   }
   c10::intrusive_ptr<Work> alltoall_base(at::Tensor& output, at::Tensor& input,
                                          std::vector<int64_t>& output_splits,
@@ -226,13 +242,13 @@ class EmuBackend final : public Backend {
     auto out = host_view(output);
     auto in = host_view(input);
     return wrap(host_->alltoall_base(out, in, output_splits, input_splits, opts), {output},
-                OpType::ALLTOALL_BASE, on_emu(input));
+                OpType::ALLTOALL_BASE, {input});
   }
   c10::intrusive_ptr<Work> alltoall(Tensors& outputs, Tensors& inputs,
                                     const c10d::AllToAllOptions& opts) override {
     auto out = host_views(outputs);
     auto in = host_views(inputs);
-    return wrap(host_->alltoall(out, in, opts), outputs, OpType::ALLTOALL, any_emu(inputs));
+    return wrap(host_->alltoall(out, in, opts), outputs, OpType::ALLTOALL, inputs);
   }
   c10::intrusive_ptr<Work> send(Tensors& tensors, int dst, int tag) override {
     auto views = host_views(tensors);
@@ -264,9 +280,21 @@ class EmuBackend final : public Backend {
 
  private:
   // Gloo's work as it is when no emu tensor took part (CPU tensors only), else wrapped.
+  // Each emu device whose tensors it reads or writes waits for it in its synchronize.
   static c10::intrusive_ptr<Work> wrap(c10::intrusive_ptr<Work> work, Tensors outputs,
-                                       OpType type, bool emu_inputs = false) {
-    if (!emu_inputs && !any_emu(outputs)) return work;
+                                       OpType type, const Tensors& inputs = {}) {
+    if (!any_emu(inputs) && !any_emu(outputs)) return work;
+    std::vector<c10::DeviceIndex> devices;
+    for (const Tensors* list : std::initializer_list<const Tensors*>{&outputs, &inputs}) {
+      for (const auto& t : *list) {
+        if (on_emu(t) && std::find(devices.begin(), devices.end(), t.device().index()) ==
+                             devices.end()) {
+          devices.push_back(t.device().index());
+        }
+      }
+    }
+    auto pending = std::make_shared<PendingCollective>(work);
+    for (auto device : devices) add_pending(device, pending);
     return c10::make_intrusive<EmuWork>(std::move(work), std::move(outputs), type);
   }
 

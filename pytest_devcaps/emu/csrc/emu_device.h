@@ -8,6 +8,8 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/Device.h>
 
+#include <memory>
+
 namespace devcaps_emu {
 
 constexpr auto kEmu = c10::DeviceType::PrivateUse1;
@@ -25,5 +27,17 @@ void check_index(c10::DeviceIndex index);
 
 // The emu allocator (host memory with statistics), for the ops that create tensors.
 c10::Allocator* allocator();
+
+// Work on a device that is still running when its call returned: the collectives, which run on
+// gloo's threads (emu_c10d.cpp). The device's synchronize waits for it, as a CUDA device's
+// synchronize waits for NCCL's kernels; streams and events need not (a Work's wait blocks the
+// host, which orders everything after it).
+struct Pending {
+  virtual ~Pending() = default;
+  virtual bool finished() = 0;
+  virtual void wait() = 0;  // rethrows the work's error
+};
+void add_pending(c10::DeviceIndex device, std::shared_ptr<Pending> work);
+void wait_pending(c10::DeviceIndex device);
 
 }  // namespace devcaps_emu

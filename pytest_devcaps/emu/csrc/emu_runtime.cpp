@@ -26,6 +26,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -68,6 +69,30 @@ DeviceIndex exchange(DeviceIndex index) {
 }
 
 DeviceIndex resolve(DeviceIndex index) { return index < 0 ? t_current : index; }
+
+// ---- outstanding work ------------------------------------------------------------------------
+std::mutex g_pending_mutex;
+std::array<std::vector<std::shared_ptr<Pending>>, kMaxDevices> g_pending;
+
+void add_pending(DeviceIndex device, std::shared_ptr<Pending> work) {
+  check_index(device);
+  std::lock_guard<std::mutex> lock(g_pending_mutex);
+  auto& list = g_pending[device];
+  list.erase(std::remove_if(list.begin(), list.end(),
+                            [](const std::shared_ptr<Pending>& p) { return p->finished(); }),
+             list.end());
+  list.push_back(std::move(work));
+}
+
+void wait_pending(DeviceIndex device) {
+  check_index(device);
+  std::vector<std::shared_ptr<Pending>> waiting;
+  {
+    std::lock_guard<std::mutex> lock(g_pending_mutex);
+    waiting.swap(g_pending[device]);
+  }
+  for (auto& work : waiting) work->wait();  // outside the lock: a collective may add more
+}
 
 // ---- streams --------------------------------------------------------------------------------
 // Id 0 is each device's default stream. As on CUDA, a pool of 32 streams per priority serves
@@ -132,7 +157,7 @@ struct EmuGuard final : c10::impl::DeviceGuardImplInterface {
   }
   bool queryStream(const c10::Stream&) const override { return true; }
   void synchronizeStream(const c10::Stream&) const override {}
-  void synchronizeDevice(const DeviceIndex index) const override { check_index(resolve(index)); }
+  void synchronizeDevice(const DeviceIndex index) const override { wait_pending(resolve(index)); }
   void recordDataPtrOnStream(const c10::DataPtr&, const c10::Stream&) const override {}
 
   void record(void** event, const c10::Stream& stream, const DeviceIndex device_index,
@@ -372,9 +397,24 @@ const std::vector<StatEntry>& stat_table() {
 
 bool valid(int device) { return device >= 0 && device < devcaps_emu::count(); }
 
+thread_local std::string t_last_error;
+
 }  // namespace
 
 extern "C" {
+// The message of the last call that returned -2 in this thread.
+const char* devcaps_emu_last_error() { return t_last_error.c_str(); }
+// 0; -1 for a device index out of range; -2 when an outstanding collective failed.
+int devcaps_emu_synchronize(int device) {
+  if (!valid(device)) return -1;
+  try {
+    devcaps_emu::wait_pending(static_cast<c10::DeviceIndex>(device));
+  } catch (const std::exception& error) {
+    t_last_error = error.what();
+    return -2;
+  }
+  return 0;
+}
 // Each returns -1 for a device index out of range (the Python side raises with the message).
 long long devcaps_emu_current_stream(int device) {
   return valid(device) ? devcaps_emu::t_streams[device] : -1;
