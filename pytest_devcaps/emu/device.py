@@ -9,8 +9,8 @@ what FSDP2 asks of its device handle), allocator statistics (:mod:`pytest_devcap
 which run on gloo's threads: synchronize waits for those. Random ops on emu run on the CPU's default generator (the CPU fallback runs
 the CPU kernel), so seeding emu seeds that generator: ``torch.manual_seed`` calls
 :func:`manual_seed_all` here (``torch/random.py`` ``_seed_custom_device``), which sets the seed
-it has already set. Autocast casts the matmul family (``csrc/emu_autocast.cpp``). Absent on
-purpose: RNG state of its own, graphs, pinned memory.
+it has already set, and its RNG state (``get_rng_state``...) is that generator's. Autocast casts
+the matmul family (``csrc/emu_autocast.cpp``). Absent on purpose: graphs, pinned memory.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 from pytest_devcaps.emu import _native
 from pytest_devcaps.emu._native import checked_index, index_of, lib, out_of_range
-from pytest_devcaps.errors import DeviceRuntimeError
+from pytest_devcaps.errors import DevcapsValueError, DeviceRuntimeError
 from pytest_devcaps.emu.memory import (
     empty_cache,
     max_memory_allocated,
@@ -44,11 +44,11 @@ from pytest_devcaps.emu.streams import (
 __all__ = [
     "Event", "Stream", "StreamContext", "bind", "current_device", "current_stream",
     "default_stream", "device", "device_count", "empty_cache", "get_amp_supported_dtype",
-    "get_device_name", "init", "initial_seed", "is_available", "is_initialized",
+    "get_device_name", "get_rng_state", "get_rng_state_all", "init", "initial_seed", "is_available", "is_initialized",
     "manual_seed", "manual_seed_all", "max_memory_allocated", "max_memory_reserved",
     "mem_get_info", "memory_allocated", "memory_reserved", "memory_stats",
     "reset_accumulated_memory_stats", "reset_peak_memory_stats", "seed", "seed_all",
-    "set_device", "set_stream", "stream", "synchronize",
+    "set_device", "set_rng_state", "set_rng_state_all", "set_stream", "stream", "synchronize",
 ]
 
 
@@ -132,6 +132,38 @@ def initial_seed() -> int:
     import torch
 
     return int(torch.default_generator.initial_seed())
+
+
+def get_rng_state(device: Any = "emu") -> Any:
+    """The RNG state emu's random ops draw from: the CPU default generator's (every emu device
+    shares it; ``torch.testing._utils.freeze_rng_state`` saves and restores it through here)."""
+    import torch
+
+    checked_index(device)
+    return torch.default_generator.get_state()
+
+
+def set_rng_state(new_state: Any, device: Any = "emu") -> None:
+    import torch
+
+    checked_index(device)
+    torch.default_generator.set_state(new_state)
+
+
+def get_rng_state_all() -> list[Any]:
+    return [get_rng_state(index) for index in range(device_count())]
+
+
+def set_rng_state_all(new_states: Any) -> None:
+    """Every emu device has the one CPU generator: the states must agree."""
+    import torch
+
+    states = list(new_states)
+    if any(not torch.equal(state, states[0]) for state in states[1:]):
+        raise DevcapsValueError("emu devices share the CPU's default generator: "
+                                "set_rng_state_all needs one state for all of them")
+    if states:
+        set_rng_state(states[0])
 
 
 def get_amp_supported_dtype() -> list[Any]:

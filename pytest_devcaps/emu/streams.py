@@ -37,14 +37,12 @@ class Stream(torch.Stream):
         return super().__new__(cls, device=torch.device(NAME, index), priority=priority)
 
 
-class Event(torch.Event):
-    """An emu event (``torch.emu.Event(enable_timing=False, ...)``): a ``torch.Event``."""
-
-    def __new__(cls, enable_timing: bool = False, blocking: bool = False,
-                interprocess: bool = False) -> Event:
-        return super().__new__(cls, device=torch.device(NAME, checked_index(None)),
-                               enable_timing=enable_timing, blocking=blocking,
-                               interprocess=interprocess)
+def Event(enable_timing: bool = False, blocking: bool = False,  # noqa: N802 - torch.cuda's name
+          interprocess: bool = False) -> torch.Event:
+    """An emu event on the current device (``torch.emu.Event(enable_timing=False, ...)``): a
+    plain ``torch.Event``, not a subclass (``torch.Event.elapsed_time`` takes only that type)."""
+    return torch.Event(device=torch.device(NAME, checked_index(None)),
+                       enable_timing=enable_timing, blocking=blocking, interprocess=interprocess)
 
 
 def _stream(index: int, stream_id: int) -> Stream:
