@@ -11,7 +11,7 @@ What it registers is what PyTorch's OpenReg does (``torch_openreg/__init__.py``)
 ``torch.utils.rename_privateuse1_backend``, ``torch._register_device_module``,
 ``torch.utils.generate_methods_for_privateuse1_backend``; and, as a vendor's collective library
 does, the ``emuccl`` ``torch.distributed`` backend for the emu device type
-(:mod:`pytest_devcaps.emu.collectives`).
+(:mod:`pytest_devcaps.emu.emuccl`).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def load() -> None:
         rename_privateuse1_backend,
     )
 
-    from pytest_devcaps.emu import NAME, collectives, device
+    from pytest_devcaps.emu import NAME, device, emuccl
     from pytest_devcaps.emu.extension import EXTENSION, ensure_built
     from pytest_devcaps.emu.config import device_count
 
@@ -64,7 +64,7 @@ def load() -> None:
     register: Any = torch._register_device_module
     register(NAME, device)
     generate_methods_for_privateuse1_backend(for_storage=True)
-    collectives.register()
+    emuccl.register()
     _loaded = True
 
 

@@ -33,7 +33,7 @@ def pytest_devcaps_register_capabilities(registrar: CapabilityRegistrar) -> None
     """emu's collective backend as a capability of its own, measured by its probe (what a
     vendor does for its collective library: hccl, for one, is not in the shipped catalogue's
     probes)."""
-    from pytest_devcaps.emu.collectives import BACKEND, probe_emuccl
+    from pytest_devcaps.emu.emuccl import BACKEND, probe_emuccl
 
     registrar.capability(f"dist.{BACKEND}", f"the {BACKEND} torch.distributed backend (emu's "
                          "own: collectives of emu tensors through gloo over host memory)")

@@ -38,7 +38,7 @@ def test_emuccl_is_a_capability_with_its_probe() -> None:
     pytest_devcaps_register_capabilities(registrar)
     assert [spec.name for spec in registrar.specs] == ["dist.emuccl"]
     spec = registrar.probes["dist.emuccl"]
-    assert spec.isolated and spec.target == "pytest_devcaps.emu.collectives:probe_emuccl"
+    assert spec.isolated and spec.target == "pytest_devcaps.emu.emuccl:probe_emuccl"
 
 
 @pytest.mark.parametrize(("capability", "emulated", "why"), [
@@ -148,7 +148,7 @@ def test_privateuse1_capability_slot_left_alone_where_declared_or_absent() -> No
 
 def test_emuccl_probe_without_the_backend_says_why() -> None:
     # a fresh interpreter without PYTEST_DEVCAPS_EMU_DEVICES: nothing registered emuccl
-    script = ("from pytest_devcaps.emu.collectives import probe_emuccl; o = probe_emuccl('cpu'); "
+    script = ("from pytest_devcaps.emu.emuccl import probe_emuccl; o = probe_emuccl('cpu'); "
               "print(o.level.value, '|', o.reason)")
     env = {k: v for k, v in __import__("os").environ.items() if k != "PYTEST_DEVCAPS_EMU_DEVICES"}
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,

@@ -22,7 +22,7 @@ from torch.testing._internal.common_device_type import (
     instantiate_device_type_tests, onlyCUDA, onlyCPU, onlyOn, onlyAccelerator, onlyNativeDeviceTypes,
     onlyNativeDeviceTypesAnd, onlyCUDAAndPRIVATEUSE1, skipCUDAIf, skipCPUIf, dtypes, dtypesIfCUDA,
     deviceCountAtLeast, largeTensorTest, skipCUDAIfRocm, onlyXPU, onlyMPS, onlyHPU)
-from torch.testing._internal.common_utils import TestCase, TEST_CUDA, TEST_XPU, requires_cuda, skipIfRocm, skipIfNoXPU
+from torch.testing._internal.common_utils import TestCase, TEST_CUDA, TEST_XPU, TEST_PRIVATEUSE1, requires_cuda, skipIfRocm, skipIfNoXPU
 from torch.testing._internal.common_cuda import TEST_MULTIGPU
 from torch.testing._internal.common_distributed import (
     skip_if_lt_x_gpu, requires_nccl, nccl_skip_if_lt_x_gpu, skip_if_no_gpu, requires_world_size,
@@ -73,6 +73,10 @@ class TestGates(TestCase):
     def test_flag_multigpu(self, device): pass
     @unittest.skipUnless(TEST_XPU, "XPU")
     def test_flag_xpu(self, device): pass
+    @unittest.skipIf(not TEST_PRIVATEUSE1, "PrivateUse1")
+    def test_flag_pu1(self, device): pass
+    @unittest.skipIf(not (TEST_CUDA or TEST_PRIVATEUSE1), "CUDA or PrivateUse1")
+    def test_flag_cuda_or_pu1(self, device): pass
     @unittest.skipIf(torch.cuda.device_count() < 2, "two GPUs")
     def test_count_condition(self, device): pass
     @requires_cuda
@@ -126,6 +130,8 @@ EXPECTED = {
     "test_skip_if_no_xpu_cpu": ("xpu", "skipIfNoXPU"),
     "test_flag_cuda_cpu": ("cuda", "TEST_CUDA"), "test_flag_multigpu_cpu": ("cuda", "TEST_MULTIGPU"),
     "test_flag_xpu_cpu": ("xpu", "TEST_XPU"), "test_count_condition_cpu": ("cuda", "TEST_MULTIGPU"),
+    "test_flag_pu1_cpu": ("privateuse1", "TEST_PRIVATEUSE1"),
+    "test_flag_cuda_or_pu1_cpu": ("accelerator", "TEST_CUDA(or TEST_PRIVATEUSE1)"),
     "test_requires_cuda_cpu": ("cuda", "requires_cuda"),
     "test_requires_nccl_cpu": ("cuda", "requires_nccl"),
     "test_accelerator_dist_cpu": ("accelerator", "requires_accelerator_dist_backend"),

@@ -305,7 +305,7 @@ class EmuBackend final : public Backend {
 
 namespace py = pybind11;
 
-// Imported by pytest_devcaps/emu/collectives.py (the same library the loader opened with
+// Imported by pytest_devcaps/emu/autoload.py (the same library the loader opened with
 // ctypes, imported once more as a Python module: the dynamic loader hands back the same copy).
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "devcaps emu: the emuccl torch.distributed backend (gloo over emu's host memory)";
