@@ -32,7 +32,14 @@ from pytest_devcaps.session.fixtures import (  # noqa: F401  (fixtures are found
     item_device,
     tolerances,
 )
-from pytest_devcaps.marks.names import DEVICE_NAMES, DTYPE_NAMES, MARKER_LINES, MARKER_NAMES, callspec_param
+from pytest_devcaps.marks.names import (
+    DEVICE_NAMES,
+    DTYPE_NAMES,
+    MARKER_LINES,
+    MARKER_NAMES,
+    callspec_param,
+    pytorch_gates_in_use,
+)
 from pytest_devcaps.session.options import (
     DevcapsSettings,
     add_options,
@@ -340,6 +347,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     state = session_state(config)
     if state.failure is not None:
         raise pytest.UsageError(state.failure)
+    if pytorch_gates_in_use():  # PyTorch's capability skips, where torch has them
+        from pytest_devcaps.pytorch_compat import fill_privateuse1_capabilities
+
+        fill_privateuse1_capabilities()
     for item in items:
         marks = _devcaps_marks(item)
         callspec = getattr(item, "callspec", None)

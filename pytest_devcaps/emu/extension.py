@@ -31,7 +31,9 @@ CACHE_ENV = ENV_EMU_CACHE_DIR
 #: The extension's name: the library is ``<build folder>/devcaps_emu.so``.
 EXTENSION = "devcaps_emu"
 SOURCES = tuple(Path(__file__).resolve().parent / "csrc" / name
-                for name in ("emu.cpp", "emu_autocast.cpp"))
+                for name in ("emu.cpp", "emu_runtime.cpp", "emu_autocast.cpp", "emu_c10d.cpp"))
+#: Included by the sources: part of the digest, not compiled on their own.
+HEADERS = tuple(Path(__file__).resolve().parent / "csrc" / name for name in ("emu_device.h",))
 #: Compiler flags; part of the cache key.
 CFLAGS = ("-O1",)
 #: A cold build on a loaded two-core machine takes about a minute; past this it has hung.
@@ -45,7 +47,7 @@ class EmuBuildError(DevcapsError):
 def source_digest() -> str:
     """A digest of the C++ sources and the flags they are compiled with."""
     digest = hashlib.sha256()
-    for source in SOURCES:
+    for source in (*SOURCES, *HEADERS):
         digest.update(source.read_bytes())
     digest.update(repr(CFLAGS).encode())
     return digest.hexdigest()[:16]

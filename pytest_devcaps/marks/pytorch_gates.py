@@ -318,7 +318,10 @@ def _flag(node: ast.expr, holds: bool) -> Gate | None:
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
         return _flag(node.operand, not holds)
     if isinstance(node, ast.BoolOp):
-        parts = [g for v in node.values if (g := _flag(v, holds)) is not None]
+        gates = [_flag(v, holds) for v in node.values]
+        if isinstance(node.op, ast.Or) == holds:  # `A or B` must hold: either one will do
+            return _either(gates)
+        parts = [g for g in gates if g is not None]
         return strictest(tuple(parts)) if parts else None
     name = _dotted(node)
     if name in FLAGS and holds:
@@ -330,6 +333,19 @@ def _flag(node: ast.expr, holds: bool) -> Gate | None:
         if isinstance(bound, int) and isinstance(node.ops[0], ast.Lt) and not holds:
             return Gate("TEST_MULTIGPU" if bound == 2 else "TEST_CUDA", "cuda", bound)
     return None
+
+
+def _either(gates: list[Gate | None]) -> Gate | None:
+    """The gate of alternatives (``skipIf(not (TEST_CUDA or TEST_PRIVATEUSE1))``): none when one
+    alternative needs no device; one class when all agree; else ``accelerator``."""
+    if not gates or any(g is None or g.hardware in (None, "generic") for g in gates):
+        return None
+    found = [g for g in gates if g is not None]
+    first = found[0]
+    if all(g.hardware == first.hardware for g in found):
+        return first
+    others = " or ".join(g.name for g in found[1:])
+    return Gate(f"{first.name}(or {others})", "accelerator", min(g.devices for g in found))
 
 
 def decorator_gate(node: ast.expr) -> Gate | None:

@@ -106,6 +106,8 @@ class TestGates(TestCase):
     def test_flag_cuda_graph(self, device): pass
     @unittest.skipIf(not TEST_PRIVATEUSE1, "PrivateUse1")
     def test_flag_pu1(self, device): pass
+    @unittest.skipIf(not (TEST_CUDA or TEST_PRIVATEUSE1), "CUDA or PrivateUse1")
+    def test_flag_cuda_or_pu1(self, device): pass
     @requires_cuda_p2p_access()
     def test_p2p(self, device): pass
     @requires_nccl_version((2, 27), "shrink")
@@ -178,6 +180,7 @@ EXPECTED = {
     "test_flag_rocm_only_cpu": ("amd", "TEST_WITH_ROCM"),
     "test_flag_cuda_graph_cpu": ("cuda", "TEST_CUDA_GRAPH"),
     "test_flag_pu1_cpu": ("privateuse1", "TEST_PRIVATEUSE1"),
+    "test_flag_cuda_or_pu1_cpu": ("accelerator", "TEST_CUDA(or TEST_PRIVATEUSE1)"),
     "test_p2p_cpu": ("cuda", "requires_cuda_p2p_access"),
     "test_nccl_version_cpu": ("cuda", "requires_nccl_version"),
     "test_flag_cudnn_cpu": ("cuda", "TEST_CUDNN"), "test_flag_mps_cpu": ("mps", "TEST_MPS"),
