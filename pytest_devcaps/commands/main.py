@@ -104,6 +104,9 @@ def _add_report_parser(commands: argparse._SubParsersAction[argparse.ArgumentPar
     html.add_argument("-o", "--output", required=True, metavar="FLEET.html", help="'-': stdout")
     actions.add_parser("schema", help="print the JSON Schema of the reports ("
                        f"{', '.join(sorted(FORMATS))})")
+    from pytest_devcaps.commands.bringup import add_parsers
+
+    add_parsers(actions)  # diff, expect
 
 
 def command_probe(args: argparse.Namespace) -> int:
@@ -163,6 +166,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             from pytest_devcaps.emu.command import command_emu
 
             return command_emu(args)
+        if args.command == "report" and args.report_command in ("diff", "expect"):
+            from pytest_devcaps.commands import bringup
+
+            return bringup.command_diff(args) if args.report_command == "diff" else \
+                bringup.command_expect(args)
         if args.command == "report":
             from pytest_devcaps.commands.report import command_report
 

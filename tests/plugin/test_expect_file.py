@@ -115,6 +115,14 @@ def test_every_rule_is_applied_and_reported(suite: pytest.Pytester, tmp_path: Pa
         "outcome": "skip", "test": "test_ops.py::test_gone", "file": "expect.yaml", "line": 15,
         "reason": "removed upstream", "devices": ["cpu"]}]
     assert data["expectations"]["decided"] == {"xfail": 2, "skip": 1, "flaky": 1, "pass": 2}
+    jsonschema = pytest.importorskip("jsonschema", reason="the test extra installs jsonschema")
+    from pytest_devcaps.commands.report import schema_text
+
+    schema = json.loads(schema_text())
+    jsonschema.validate(data, {"$defs": schema["$defs"], "$ref": "#/$defs/pytest"})
+    bad = {**data, "tests": [{**data["tests"][0], "expectation": {"outcome": "maybe"}}]}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, {"$defs": schema["$defs"], "$ref": "#/$defs/pytest"})
 
 
 PASSING = "def test_add():\n    pass\n"
