@@ -77,6 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--devices", metavar="TYPES", help="comma-separated device types")
     check.add_argument("--overrides", nargs="+", default=[], metavar="FILE")
     check.add_argument("--json", metavar="PATH", help="write the combined JSON report here")
+    check.add_argument("-v", "--verbose", action="store_true",
+                       help="every test's line as it runs (default: one progress line per suite)")
     check.add_argument("--suite", action="append", default=[],
                        help="only these suites (kernels, fsdp, dynamo); repeatable")
     check.add_argument("pytest_args", nargs="*", help="extra pytest arguments, after --")
