@@ -319,3 +319,14 @@ def test_a_non_strict_xfail_under_unittest_reads_as_pytest_junit_reads_it(pytest
     assert ("skipped 'xfailed: expected failure on cpu (e.yaml:2): soft [issue: ACME-7]: "
             "ValueError: off by one'") in out, out
     assert "test_passes (__main__.TestSoft.test_passes) ... ok" in out, out
+
+
+def test_under_xdist_the_workers_stale_rules_reach_the_controller(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("xdist", reason="pytest-xdist is in the test extra")
+    pytester.makepyfile(test_ok=PASSING)
+    pytester.path.joinpath("expect.yaml").write_text(STALE_ONLY)
+    result = pytester.runpytest_subprocess("-n", "2", "--devcaps-expect=expect.yaml",
+                                           "--devcaps-expect-strict")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["stale: expect.yaml:2: skip 'test_ok.py::test_gone' selects no "
+                                 "collected test on cpu"])
