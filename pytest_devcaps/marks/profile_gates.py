@@ -39,6 +39,18 @@ CCUDA = "torch/testing/_internal/common_cuda.py"
 UNITTEST = "unittest.skipIf / skipUnless / skip"
 
 
+#: The device type each of PyTorch's device-type flags tests (common_utils.py:1533-1537,
+#: common_cuda.py:18-24; a ROCm device's type is cuda too): the one table these readings use.
+FLAG_TYPES: dict[str, str] = {
+    "TEST_CUDA": "cuda", "HAS_CUDA": "cuda", "TEST_CUDNN": "cuda",  # cuDNN, or MIOpen on ROCm
+    "TEST_XPU": "xpu", "HAS_XPU": "xpu", "TEST_MPS": "mps", "HAS_MPS": "mps", "TEST_HPU": "hpu"}
+CUDA = FLAG_TYPES["TEST_CUDA"]
+#: The device types of ``skip_if_lt_x_gpu`` / ``skip_if_no_gpu`` (common_distributed.py:213, :310).
+DIST_GPU_TYPES = (CUDA, FLAG_TYPES["TEST_HPU"], FLAG_TYPES["TEST_XPU"])
+#: ``HAS_GPU`` (inductor_utils.py:91): CUDA or XPU.
+GPU_TYPES = (CUDA, FLAG_TYPES["TEST_XPU"])
+
+
 @dataclass(frozen=True)
 class Target:
     """The device a plan is for, and the registry's answer for a capability on it."""
@@ -51,9 +63,12 @@ class Target:
     def type(self) -> str:
         return self.identity.type
 
+    def is_type(self, *types: str) -> bool:
+        return self.identity.type in types
+
     @property
     def rocm(self) -> bool:
-        return self.identity.type == "cuda" and self.identity.vendor == "amd"
+        return self.is_type(CUDA) and self.identity.vendor == "amd"
 
     @property
     def count(self) -> int:
@@ -82,7 +97,7 @@ def device_capability(identity: DeviceIdentity) -> tuple[int, int] | None:
 
 def _sm(target: Target, bound: tuple[int, int], equal: bool = False, major: int | None = None
         ) -> bool | None:
-    if target.type != "cuda":
+    if not target.is_type(CUDA):
         return False
     capability = device_capability(target.identity)
     if capability is None:
@@ -92,18 +107,17 @@ def _sm(target: Target, bound: tuple[int, int], equal: bool = False, major: int 
     return capability == bound if equal else capability >= bound
 
 
+def _type_flag(kind: str) -> Callable[[Target], bool]:
+    return lambda target: target.is_type(kind)
+
+
 #: PyTorch's flags as the profile's device would set them (torch 2.13 lines in the comments).
 FLAGS: dict[str, Callable[[Target], Any]] = {
-    "TEST_CUDA": lambda t: t.type == "cuda",            # common_utils.py:1537
-    "HAS_CUDA": lambda t: t.type == "cuda",
+    **{name: _type_flag(kind) for name, kind in FLAG_TYPES.items()},
     "TEST_WITH_ROCM": lambda t: t.rocm,                 # common_utils.py (torch.version.hip)
-    "TEST_CUDNN": lambda t: t.type == "cuda",           # common_cuda.py:24 (MIOpen on ROCm)
-    "TEST_MULTIGPU": lambda t: t.type == "cuda" and t.count >= 2,  # common_cuda.py:18
-    "TEST_XPU": lambda t: t.type == "xpu", "HAS_XPU": lambda t: t.type == "xpu",
-    "TEST_MPS": lambda t: t.type == "mps", "HAS_MPS": lambda t: t.type == "mps",
-    "TEST_HPU": lambda t: t.type == "hpu",
-    "TEST_PRIVATEUSE1": lambda t: t.type not in ("cpu", "cuda", "xpu", "mps", "hpu", "meta"),
-    "HAS_GPU": lambda t: t.type in ("cuda", "xpu"), "TEST_GPU": lambda t: t.type in ("cuda", "xpu"),
+    "TEST_MULTIGPU": lambda t: t.is_type(CUDA) and t.count >= 2,  # common_cuda.py:18
+    "TEST_PRIVATEUSE1": lambda t: not t.is_type("cpu", "meta", *FLAG_TYPES.values()),
+    "HAS_GPU": lambda t: t.is_type(*GPU_TYPES), "TEST_GPU": lambda t: t.is_type(*GPU_TYPES),
     "PLATFORM_SUPPORTS_FP8": lambda t: t.answer("dtype.fp8"),          # common_cuda.py:231
     "PLATFORM_SUPPORTS_BF16": lambda t: t.answer("dtype.bf16"),
     "PLATFORM_SUPPORTS_FLASH_ATTENTION": lambda t: t.answer("attention.flash_attention"),
@@ -124,12 +138,12 @@ REASON_CONDITIONS: dict[str, tuple[str, Callable[[Target], bool]]] = {
 }
 #: Calls a condition may make, as the profile's device answers them.
 CALLS: dict[str, Callable[[Target], Any]] = {
-    "torch.cuda.is_available": lambda t: t.type == "cuda",
-    "torch.cuda.device_count": lambda t: t.count if t.type == "cuda" else 0,
+    "torch.cuda.is_available": lambda t: t.is_type(CUDA),
+    "torch.cuda.device_count": lambda t: t.count if t.is_type(CUDA) else 0,
     "torch.cuda.get_device_capability": lambda t: device_capability(t.identity),
     "torch.cuda.is_bf16_supported": lambda t: t.answer("dtype.bf16"),
-    "torch.xpu.is_available": lambda t: t.type == "xpu",
-    "torch.backends.mps.is_available": lambda t: t.type == "mps",
+    "torch.xpu.is_available": lambda t: t.is_type(FLAG_TYPES["TEST_XPU"]),
+    "torch.backends.mps.is_available": lambda t: t.is_type(FLAG_TYPES["TEST_MPS"]),
 }
 
 
@@ -203,7 +217,7 @@ class ConditionReader:
         if dotted == "torch.version.hip":
             return "rocm" if self.target.rocm else None
         if dotted == "torch.version.cuda":
-            return self.target.identity.runtime_version if self.target.type == "cuda" and \
+            return self.target.identity.runtime_version if self.target.is_type(CUDA) and \
                 not self.target.rocm else None
         return self._named(node.attr)
 
@@ -485,7 +499,7 @@ def _large_tensor(c: dict[str, Any], target: Target, notes: list[str], function:
     kind = shown.partition(":")[0]
     gib = size / 2**30
     if kind != target.type:
-        if kind not in ("cuda", "xpu"):  # another accelerator's check passes (CDT:1521)
+        if kind not in GPU_TYPES:  # another accelerator's check passes (CDT:1521)
             notes.append(f"largeTensorTest({gib:g} GiB on {kind}): this host's memory decides")
         return
     total = target.identity.memory_bytes
@@ -504,7 +518,7 @@ def _lt_x_gpu(c: dict[str, Any], target: Target, notes: list[str], function: Any
     x = c.get("x")
     if not isinstance(x, int):
         return
-    if target.type in ("cuda", "hpu", "xpu") and target.count >= x:
+    if target.is_type(*DIST_GPU_TYPES) and target.count >= x:
         return
     if c.get("allow_cpu") and target.type == "cpu":
         return
@@ -515,7 +529,7 @@ def _lt_x_gpu(c: dict[str, Any], target: Target, notes: list[str], function: Any
 def _nccl(c: dict[str, Any], target: Target, notes: list[str], function: Any) -> None:
     n = c.get("x", c.get("n"))
     if c.get("backend") == "nccl" and isinstance(n, int) and \
-            (target.type != "cuda" or target.count < n):
+            (not target.is_type(CUDA) or target.count < n):
         raise _Skip(f"Need at least {n} CUDA device{'s' if n != 1 else ''}",
                     f"nccl_skip_if_lt_x_gpu({n})", f"{CDIST}:380")
 
@@ -529,7 +543,7 @@ def _lazy(c: dict[str, Any], target: Target, notes: list[str], function: Any) ->
 
 
 def _no_gpu(c: dict[str, Any], target: Target, notes: list[str], function: Any) -> None:
-    if target.type not in ("cuda", "hpu", "xpu"):
+    if not target.is_type(*DIST_GPU_TYPES):
         raise _Skip("CUDA is not available.", "skip_if_no_gpu", GATES["skip_if_no_gpu"].source)
 
 
