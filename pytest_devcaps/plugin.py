@@ -188,6 +188,13 @@ def _register_optional_plugins(config: pytest.Config) -> None:
     from pytest_devcaps.session.suite_hooks import SuiteHooks
 
     config.pluginmanager.register(SuiteHooks(config), "devcaps-suites")
+    if session_state(config).settings.expect.value:
+        from pytest_devcaps.session.expect import PLUGIN_NAME, ExpectHooks
+
+        expect = ExpectHooks(config)
+        config.pluginmanager.register(expect, PLUGIN_NAME)
+        if not session_state(config).is_worker:
+            expect.load()  # a bad key is a usage error now, before collection
     if _xdist_session(config):
         from pytest_devcaps.parallel import xdist_handshake as xdist_hooks
 

@@ -84,6 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--devices", metavar="TYPES", help="comma-separated device types")
     check.add_argument("--overrides", nargs="+", default=[], metavar="FILE")
     check.add_argument("--json", metavar="PATH", help="write the combined JSON report here")
+    check.add_argument("-v", "--verbose", action="store_true",
+                       help="every test's line as it runs (default: one progress line per suite)")
     check.add_argument("--suite", action="append", default=[],
                        help="only these suites (kernels, fsdp, dynamo); repeatable")
     check.add_argument("pytest_args", nargs="*", help="extra pytest arguments, after --")
@@ -111,6 +113,9 @@ def _add_report_parser(commands: argparse._SubParsersAction[argparse.ArgumentPar
     html.add_argument("-o", "--output", required=True, metavar="FLEET.html", help="'-': stdout")
     actions.add_parser("schema", help="print the JSON Schema of the reports ("
                        f"{', '.join(sorted(FORMATS))})")
+    from pytest_devcaps.commands.bringup import add_parsers
+
+    add_parsers(actions)  # diff, expect
 
 
 def command_probe(args: argparse.Namespace) -> int:
@@ -196,6 +201,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             from pytest_devcaps.emu.command import command_emu
 
             return command_emu(args)
+        if args.command == "report" and args.report_command in ("diff", "expect"):
+            from pytest_devcaps.commands import bringup
+
+            return bringup.command_diff(args) if args.report_command == "diff" else \
+                bringup.command_expect(args)
         if args.command == "report":
             from pytest_devcaps.commands.report import command_report
 

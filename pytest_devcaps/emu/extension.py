@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import TextIO
@@ -122,15 +123,36 @@ def _compile_in_child(directory: Path, log: TextIO) -> None:
     env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
     command = [sys.executable, "-c", "import sys; from pytest_devcaps.emu.extension import compile_"
                "library; compile_library(sys.argv[1])", str(directory)]
-    try:
-        done = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, timeout=BUILD_TIMEOUT_S, check=False)
-    except subprocess.TimeoutExpired:
-        raise EmuBuildError(f"the emu build did not finish in {BUILD_TIMEOUT_S:.0f} s "
-                            f"(folder {directory})") from None
-    if done.returncode != 0:
-        tail = "\n".join(done.stdout.strip().splitlines()[-25:])
-        raise EmuBuildError(f"the emu build failed (exit code {done.returncode}):\n{tail}")
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as output:
+        child = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT, text=True)
+        code = _wait_with_progress(child, log, directory)
+        output.seek(0)
+        text = output.read()
+    if code != 0:
+        tail = "\n".join(text.strip().splitlines()[-25:])
+        raise EmuBuildError(f"the emu build failed (exit code {code}):\n{tail}")
+
+
+PROGRESS_EVERY_S = 15.0
+"""How often a build in progress says so (the compile step is silent otherwise)."""
+
+
+def _wait_with_progress(child: subprocess.Popen[str], log: TextIO, directory: Path) -> int:
+    """The child's exit code; meanwhile a line on ``log`` every :data:`PROGRESS_EVERY_S` with
+    the compile step's elapsed time. Past :data:`BUILD_TIMEOUT_S` the child is killed."""
+    started = time.monotonic()
+    while True:
+        try:
+            return child.wait(timeout=PROGRESS_EVERY_S)
+        except subprocess.TimeoutExpired:
+            elapsed = time.monotonic() - started
+            if elapsed >= BUILD_TIMEOUT_S:
+                child.kill()
+                child.wait()
+                raise EmuBuildError(f"the emu build did not finish in {BUILD_TIMEOUT_S:.0f} s "
+                                    f"(folder {directory})") from None
+            print(f"devcaps emu: compiling {', '.join(s.name for s in SOURCES)} "
+                  f"(ninja, g++): {elapsed:.0f} s so far", file=log, flush=True)
 
 
 def compile_library(directory: str) -> None:

@@ -368,12 +368,13 @@ def _gate_words() -> tuple[str, ...]:
 
 
 @functools.lru_cache(maxsize=64)
-def _definitions(path: str) -> dict[tuple[str, int], tuple[ast.expr, ...]]:
-    """(name, first line incl. decorators) -> decorators, for every def and class in a file."""
+def _definitions(path: str, every: bool = False) -> dict[tuple[str, int], tuple[ast.expr, ...]]:
+    """(name, first line incl. decorators) -> decorators, for every def and class in a file
+    (unless ``every``, only in a file that writes a gate :func:`decorator_gate` knows)."""
     try:
         with open(path, encoding="utf-8") as handle:
             text = handle.read()
-        if not any(word in text for word in _gate_words()):
+        if not every and not any(word in text for word in _gate_words()):
             return {}  # no gate is written here: a plain pytest module is not parsed
         tree = ast.parse(text, filename=path)
     except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
@@ -390,26 +391,43 @@ def _definitions(path: str) -> dict[tuple[str, int], tuple[ast.expr, ...]]:
 def source_gates(obj: Any) -> list[Gate]:
     """Gates among the decorators of ``obj`` (the innermost function of a wraps chain, or a
     class) as its source writes them."""
+    return [gate for node in written_decorators(obj) if (gate := decorator_gate(node)) is not None]
+
+
+def written_decorators(obj: Any, every: bool = False) -> tuple[ast.expr, ...]:
+    """The decorators of ``obj`` (the innermost function of a wraps chain, or a class) as its
+    source writes them, outermost first; empty where the source cannot be read (or, unless
+    ``every``, in a file that writes no gate :func:`decorator_gate` knows)."""
     import inspect
 
     target = obj
     if not isinstance(obj, type):
         layers = list(_layers(obj))
         if not layers:
-            return []
+            return ()
         target = layers[-1]
     try:
         path = inspect.getsourcefile(target)
         if path is None:
-            return []
+            return ()
         if isinstance(target, type):
             line = inspect.getsourcelines(target)[1]
         else:
             line = target.__code__.co_firstlineno
     except (TypeError, OSError, AttributeError):
-        return []
-    decorators = _definitions(path).get((target.__name__, line), ())
-    return [gate for node in decorators if (gate := decorator_gate(node)) is not None]
+        return ()
+    return _definitions(path, every).get((target.__name__, line), ())
+
+
+def decorator_layers(function: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(decorator, closure)`` for each layer of ``function``'s wraps chain that one of the
+    decorators :data:`_READERS` knows made (outermost first): what a plan evaluates against a
+    profile (``onlyOn``'s device types, ``largeTensorTest``'s size, ``skipIf``'s condition)."""
+    owners = _owners()
+    for layer in _layers(function):
+        name = owners.get(getattr(layer, "__code__", None))
+        if name is not None:
+            yield name, _closure(layer)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -171,6 +171,8 @@ class OutcomeRecorder:
         for name, value in report.user_properties:
             if name == "devcaps_gates":
                 entry["gates"] = value
+            elif name == "devcaps_expectation":  # session.expect: the rule that decides it
+                entry["expectation"] = value
         category = self._count(report)
         record_outcome(entry, report.when, category, reason_of(report) if category else None)
 
@@ -222,7 +224,7 @@ class ReportingPlugin:
                               exitstatus=int(session.exitstatus), mode="run",
                               outcomes={"summary": dict(self.outcomes.summary),
                                         "collection_errors": self.outcomes.collection_errors,
-                                        **peers})
+                                        **peers, **expectation_fields(self.config)})
         except (OSError, DevcapsError) as exc:  # the path changed since configure checked it
             message = f"pytest-devcaps: --devcaps-json: cannot write {state.settings.json_path!r}: {exc}"
             terminal = self.config.pluginmanager.get_plugin("terminalreporter")
@@ -242,6 +244,12 @@ def json_report_path(state: SessionState) -> Path | None:
     if not state.settings.json_path:
         return None
     return Path(report_path(state.settings.json_path, launched_world()))
+
+
+def expectation_fields(config: pytest.Config) -> dict[str, Any]:
+    """The expectations files' part of the JSON report (``session.expect``), if any."""
+    plugin = config.pluginmanager.get_plugin("devcaps-expect")
+    return plugin.report_fields() if plugin is not None else {}
 
 
 def hardware_counts(tests: list[dict[str, Any]]) -> dict[str, int]:
