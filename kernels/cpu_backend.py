@@ -48,10 +48,6 @@ from .reductions import Reduce, finish_mean, grouped
 from .reference import Result, finish_block, run_reference
 from .weight_cache import converted_weight
 
-# oneDNN post-op names (attr, algorithm) for our activations.
-# relu is left out: oneDNN's relu turns NaN into 0, torch.relu keeps NaN.
-_ONEDNN_ACTIVATIONS = {"silu": ("swish", ""), "sigmoid": ("sigmoid", ""),
-                       "tanh": ("tanh", "")}
 # Aim for blocks of about this many output elements (measured best on a 2-core Zen 4 VM:
 # fewer small ops per output beat strict L2 residency: a bf16 block is 1 MiB = L2, fp32 in L3).
 _BLOCK_ELEMENTS = 1 << 19
@@ -326,6 +322,7 @@ class _Plan:
     bias: torch.Tensor | None            # dense, for oneDNN
     onednn: bool                         # _linear_pointwise runs the block GEMM
     attr: str
+    scalars: list[float]
     algorithm: str
     inside: bool                         # oneDNN applies the bias and fused_ops ops (no scales)
     fused_ops: int                       # epilogue ops oneDNN applies inside the GEMM
@@ -352,14 +349,13 @@ def _plan_dtype(p: Problem) -> torch.dtype:
     return torch.bfloat16 if exact and (p.fast_accum or _bf16_gemm_is_y(p)) else torch.float32
 
 
-def _onednn_activation(p: Problem) -> tuple[str, str] | None:
-    """The oneDNN post-op for ``p.epilogue[0]`` when it can run inside the GEMM."""
+def _onednn_activation(p: Problem) -> tuple[str, list[float], str] | None:
+    """The oneDNN post-op ``(attr, scalars, algorithm)`` for ``p.epilogue[0]`` when it can run
+    inside the GEMM (the op's definition says which, :attr:`OpDef.onednn`)."""
     if p.scale_a is not None or p.scale_b is not None or not p.epilogue:
         return None
     op = p.epilogue[0]
-    if op.kind == "gelu":
-        return ("gelu", op.approximate)
-    return _ONEDNN_ACTIVATIONS.get(op.kind)
+    return op.definition.onednn(op)
 
 
 def _fp32_precision(p: Problem, compute: torch.dtype, onednn: bool) -> str:
@@ -387,10 +383,10 @@ def _make_plan(p: Problem) -> _Plan:
                                                              and p.scale_b is None))
                       and fused_ops == len(p.epilogue)
                       and all(r.source == "output" for r in p.reductions))
-    attr, algorithm = activation or ("none", "")
+    attr, scalars, algorithm = activation or ("none", [], "")
     w = converted_weight(p.b, compute, dense=p.m <= _DENSE_WEIGHT_ROWS)
     return _Plan(compute=compute, a=p.a.to(compute).contiguous(), w=w,
-                 bias=bias, onednn=onednn, attr=attr, algorithm=algorithm, inside=inside,
+                 bias=bias, onednn=onednn, attr=attr, scalars=scalars, algorithm=algorithm, inside=inside,
                  fused_ops=fused_ops, gemm_is_output=gemm_is_output,
                  steps=reduction_steps(p.reductions, p.n),
                  needs_output=any(r.source == "output" for r in p.reductions), precision=precision)
@@ -400,7 +396,7 @@ def _gemm_block(p: Problem, plan: _Plan, rows: slice) -> torch.Tensor:
     """The block's GEMM, finished (scales, bias, every epilogue op) unless it is ``y`` itself."""
     if plan.onednn:
         block: torch.Tensor = torch.ops.mkldnn._linear_pointwise(plan.a[rows], plan.w, plan.bias,
-                                                                 plan.attr, [], plan.algorithm)
+                                                                 plan.attr, plan.scalars, plan.algorithm)
     else:
         block = torch.mm(plan.a[rows], plan.w.t())
     if plan.gemm_is_output:

@@ -2,7 +2,7 @@
 
 The tile lists follow Triton's matmul tutorial (``python/tutorials/03-matrix-multiplication.py``:
 ``get_cuda_autotune_config`` with its 16-bit and "good config for fp8 inputs" halves, and
-``get_hip_autotune_config`` with ``waves_per_eu`` and ``num_stages=2``). Three changes:
+``get_hip_autotune_config`` with ``waves_per_eu`` and ``num_stages=2``). Changes:
 
 * every ``BLOCK_N`` is a power of two no smaller than :data:`MIN_BLOCK_N` (or N's own power
   of two when N is smaller), so the reduction segments ``gcd(group, min BLOCK_N)`` divide every
@@ -11,7 +11,14 @@ The tile lists follow Triton's matmul tutorial (``python/tutorials/03-matrix-mul
 * fp8 on AMD gets ``BLOCK_K >= 64`` (the fp8 MFMA instructions take K in steps of 32 or 64);
 * the key buckets M to a power of two (:func:`m_bucket`), so a new batch size reuses the tuned
   config of its bucket instead of benchmarking every config again (Inductor buckets the same
-  way); configs whose ``BLOCK_M`` is far above the bucket are pruned before benchmarking.
+  way); configs whose ``BLOCK_M`` is far above the bucket are pruned before benchmarking;
+* the 64x64 HIP configs ask ``waves_per_eu=4`` (the tutorial's 8 caps a wave at 64 VGPRs: the
+  cross-compilation measured 50 spilled VGPRs on gfx942 and 35 on gfx950 with our epilogue).
+
+Per target, :func:`configs_for` keeps only the configs whose :func:`shared_bytes_estimate` fits
+the target's per-block shared memory (:mod:`devcaps_kernels.gpu_targets`), so the autotuner
+never meets ``OutOfResources`` for them; the cross-compilation checks the estimate against
+every compiled kernel.
 """
 
 from __future__ import annotations
@@ -56,11 +63,11 @@ _FP32 = _tiles([(64, 64, 32, 8, 4, 3), (128, 64, 32, 8, 4, 3), (64, 128, 32, 8, 
 _HIP_16BIT = (
     _tiles([(128, 256, 16, 1, 4, 2), (256, 256, 16, 4, 8, 2), (128, 128, 32, 1, 8, 2)], (("waves_per_eu", 2),))
     + _tiles([(64, 128, 32, 8, 4, 2)], (("waves_per_eu", 3),))
-    + _tiles([(64, 64, 32, 1, 4, 2)], (("waves_per_eu", 8),)))
+    + _tiles([(64, 64, 32, 1, 4, 2)], (("waves_per_eu", 4),)))
 _HIP_FP8 = (
     _tiles([(128, 256, 64, 1, 4, 2), (256, 256, 64, 4, 8, 2), (128, 128, 128, 1, 8, 2)], (("waves_per_eu", 2),))
     + _tiles([(64, 128, 128, 8, 4, 2)], (("waves_per_eu", 3),))
-    + _tiles([(64, 64, 64, 1, 4, 2)], (("waves_per_eu", 8),)))
+    + _tiles([(64, 64, 64, 1, 4, 2)], (("waves_per_eu", 4),)))
 #: The interpreter benchmarks nothing and runs every program in Python: one small tile.
 INTERPRETER = (TileConfig(32, 64, 32, 8, 4, 1),)
 
@@ -69,10 +76,14 @@ _TABLE = {("cuda", "fp8"): _CUDA_FP8, ("cuda", "16bit"): _CUDA_16BIT, ("cuda", "
           ("hip", "fp8"): _HIP_FP8, ("hip", "16bit"): _HIP_16BIT, ("hip", "fp32"): _FP32}
 
 
-def configs_for(vendor: str, family: str, n: int) -> tuple[TileConfig, ...]:
+def configs_for(vendor: str, family: str, n: int, shared_limit: int | None = None,
+                arch: int | str | None = None) -> tuple[TileConfig, ...]:
     """The candidates for ``vendor`` (``"hip"``, else CUDA's list) and dtype ``family``
     (``"fp8"``: operands go to ``tl.dot`` as fp8; ``"16bit"``: bf16/fp16, or fp8 decoded to bf16;
-    ``"fp32"``), with ``BLOCK_N`` capped at N's power of two (at least 16), duplicates dropped."""
+    ``"fp32"``), with ``BLOCK_N`` capped at N's power of two (at least 16), duplicates dropped,
+    and, for a target whose per-block shared memory is ``shared_limit`` bytes, only the configs
+    whose :func:`shared_bytes_estimate` fits it (per-arch lists: a (256, 128, 128) fp8 tile with
+    3 stages fits sm_90's 227 KB, not sm_89's 99 KB)."""
     if family not in FAMILIES:
         raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
     table = _TABLE[("hip" if vendor == "hip" else "cuda", family)]
@@ -81,7 +92,45 @@ def configs_for(vendor: str, family: str, n: int) -> tuple[TileConfig, ...]:
     for c in table:
         seen.setdefault(TileConfig(c.block_m, min(c.block_n, cap), c.block_k, c.group_m, c.num_warps,
                                    c.num_stages, c.options), None)
-    return tuple(seen)
+    if shared_limit is None:
+        return tuple(seen)
+    sizes = family_element_bytes(family)
+    fitting = tuple(c for c in seen if shared_bytes_estimate(c, *sizes, vendor, arch) <= shared_limit)
+    if not fitting:
+        raise ValueError(f"no {vendor} {family} config fits {shared_limit} bytes of shared memory")
+    return fitting
+
+
+def family_element_bytes(family: str) -> tuple[int, int]:
+    """Bytes per element of the A and B tiles a family keeps in shared memory."""
+    return {"fp8": (1, 1), "16bit": (2, 2), "fp32": (4, 4)}[family]
+
+
+#: AMD targets whose stream pipeliner keeps one of ``num_stages`` stages in registers (measured
+#: by the cross-compilation: gfx942 with num_stages=3 holds two A/B stages in LDS, gfx950 three).
+_ONE_STAGE_IN_REGISTERS = ("gfx942",)
+#: Barriers and the like beyond the tiles (measured: 16 bytes on sm_100, 224 on gfx950).
+SHARED_SLACK = 1024
+
+
+def shared_bytes_estimate(c: TileConfig, a_bytes: int, b_bytes: int, vendor: str,
+                          arch: int | str | None = None) -> int:
+    """An upper bound of the shared memory the kernel uses with config ``c`` (bytes): the
+    software pipeline keeps ``num_stages`` A and B tiles in shared memory (``num_stages - 1`` on
+    gfx942), the epilogue's layout conversion of the fp32 tile reuses that space or needs its own
+    ``BLOCK_M x BLOCK_N x 4``, whichever is larger, plus :data:`SHARED_SLACK`. Checked against
+    the compiled kernels' ``metadata.shared`` on every target by the cross-compilation
+    (:mod:`devcaps_kernels.cross_compile`: a kernel above its estimate fails the check)."""
+    one_in_registers = vendor == "hip" and str(arch).split(":")[0] in _ONE_STAGE_IN_REGISTERS
+    stages = max(1, c.num_stages - 1) if one_in_registers else c.num_stages
+    tiles = c.block_m * c.block_k * a_bytes + c.block_k * c.block_n * b_bytes
+    return max(stages * tiles, c.block_m * c.block_n * 4) + SHARED_SLACK
+
+
+def config_name(c: TileConfig) -> str:
+    """``128x256x64/w8/s3`` (and ``/waves_per_eu=2``...): a config in one word."""
+    extra = "".join(f"/{k}={v}" for k, v in c.options)
+    return f"{c.block_m}x{c.block_n}x{c.block_k}/w{c.num_warps}/s{c.num_stages}{extra}"
 
 
 def segment_base(configs: Sequence[TileConfig]) -> int:
