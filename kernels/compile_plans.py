@@ -31,12 +31,14 @@ _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32,
 META = torch.device("meta")
 
 
-def _tensor(*shape: int) -> torch.Tensor:
+def meta_tensor(*shape: int) -> torch.Tensor:
     return torch.empty(shape, device=META)
 
 
-#: Epilogue recipes by name: ``(m, n) -> EpiOp`` (operands are meta tensors).
-OPS: dict[str, Callable[[int, int], EpiOp]] = {
+#: An op for a problem of M x N: ``(m, n) -> EpiOp`` (its tensor operands on the meta device).
+Recipe = Callable[[int, int], EpiOp]
+#: The built-in ops' recipes by name.
+OPS: dict[str, Recipe] = {
     "relu": lambda m, n: ep.relu(),
     "gelu": lambda m, n: ep.gelu(),
     "gelu_tanh": lambda m, n: ep.gelu(approximate="tanh"),
@@ -47,9 +49,9 @@ OPS: dict[str, Callable[[int, int], EpiOp]] = {
     "clamp": lambda m, n: ep.clamp(-1.0, 1.0),
     "clamp_lo": lambda m, n: ep.clamp(lo=0.0),
     "add_number": lambda m, n: ep.add(1.5),
-    "add_row": lambda m, n: ep.add(_tensor(n)),
-    "mul_col": lambda m, n: ep.mul(_tensor(m, 1)),
-    "add_full": lambda m, n: ep.add(_tensor(m, n)),
+    "add_row": lambda m, n: ep.add(meta_tensor(n)),
+    "mul_col": lambda m, n: ep.mul(meta_tensor(m, 1)),
+    "add_full": lambda m, n: ep.add(meta_tensor(m, n)),
 }
 
 
@@ -61,7 +63,7 @@ class PlanSpec:
     operands: str = "bf16"                  # fp8 (the target's e4m3), e5m2, bf16, fp16, fp32
     scales: str = "none"                    # none, tensorwise, rowwise
     bias: bool = False
-    epilogue: tuple[str, ...] = ()          # names in OPS
+    epilogue: tuple[str | Recipe, ...] = ()  # names in OPS, or recipes of ops defined elsewhere
     reductions: tuple[Reduce, ...] = ()
     out_dtype: torch.dtype = torch.bfloat16
     store: bool = True
@@ -75,11 +77,11 @@ class PlanSpec:
         dtype = self.dtype(target)
         a = torch.empty(m, k, dtype=dtype, device=META)
         b = torch.empty(n, k, dtype=dtype, device=META).t()
-        sa, sb = {"none": (None, None), "tensorwise": (_tensor(1, 1), _tensor(1, 1)),
-                  "rowwise": (_tensor(m, 1), _tensor(1, n))}[self.scales]
+        sa, sb = {"none": (None, None), "tensorwise": (meta_tensor(1, 1), meta_tensor(1, 1)),
+                  "rowwise": (meta_tensor(m, 1), meta_tensor(1, n))}[self.scales]
         bias = torch.empty(n, dtype=torch.bfloat16, device=META) if self.bias else None
-        return build_problem(a, b, sa, sb, bias, self.out_dtype, [OPS[o](m, n) for o in self.epilogue],
-                             self.reductions, self.store)
+        ops = [(OPS[o] if isinstance(o, str) else o)(m, n) for o in self.epilogue]
+        return build_problem(a, b, sa, sb, bias, self.out_dtype, ops, self.reductions, self.store)
 
 
 REPRESENTATIVE_REDUCTIONS = (Reduce("sum"), Reduce("sumsq", group=64), Reduce("amax", source="fp32"))
