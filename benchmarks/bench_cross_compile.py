@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 from collections import Counter
@@ -26,24 +25,9 @@ from pathlib import Path
 from devcaps_kernels.compile import failed, format_rows, jobs_for, run_jobs
 from devcaps_kernels.compile_plans import FAMILIES
 from devcaps_kernels.gpu_targets import DEFAULT_TARGETS
+from kernel_timing import cpu_model_and_isa, machine_tag
 
 RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def cpu_tag() -> tuple[str, str]:
-    """("AMD EPYC ...", "AVX2") from /proc/cpuinfo: the model and its widest vector ISA."""
-    model, flags = platform.processor() or "unknown CPU", set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-            elif line.startswith("flags"):
-                flags = set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    isa = next((name for flag, name in (("amx_tile", "AMX"), ("avx512_bf16", "AVX512BF16"),
-                                        ("avx512f", "AVX512"), ("avx2", "AVX2")) if flag in flags), "noSIMD")
-    return model, isa
 
 
 def summary(rows: list[dict[str, object]]) -> str:
@@ -64,17 +48,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     import triton
 
-    model, isa = cpu_tag()
+    model, isa = cpu_model_and_isa()
     start, load = time.perf_counter(), os.getloadavg()[0]
     rows = run_jobs(jobs_for(args.targets.split(","), args.plans.split(","), True), args.jobs)
     took = time.perf_counter() - start
     header = (f"# cross-compilation matrix, {time.strftime('%Y-%m-%d %H:%M')}, triton {triton.__version__}, "
-              f"{model} ({isa}), {args.jobs} jobs, load average {load:.1f} at start / "
+              f"{model} ({' '.join(isa)}), {args.jobs} jobs, load average {load:.1f} at start / "
               f"{os.getloadavg()[0]:.1f} at end, {took:.0f} s\n"
               f"# command: python benchmarks/bench_cross_compile.py --jobs {args.jobs}\n"
               f"# {len(rows)} compiles, {sum(failed(r) for r in rows)} failed checks on configs in a "
               f"target's autotune list\n")
-    stem = f"cross_compile_matrix_{time.strftime('%Y-%m-%d')}_{model.split()[0]}-{model.split()[1] if len(model.split()) > 1 else ''}-{isa}"
+    stem = f"cross_compile_matrix_{time.strftime('%Y-%m-%d')}_{machine_tag()}"
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{stem}.txt").write_text(header + summary(rows) + "\n\n" + format_rows(rows) + "\n")

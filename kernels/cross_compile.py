@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+import shutil
 import subprocess
 import tempfile
 import time
@@ -109,17 +110,23 @@ def _launch_values(plan: KernelPlan, problem: Any) -> tuple[list[str], list[obje
 @contextlib.contextmanager
 def _compile_scope(cache_dir: str | None) -> Iterator[io.StringIO]:
     """Triton knobs for one compile: a fresh cache (honest compile times, and ptxas runs so
-    its log is printed), ptxas's ``-v`` log printed to a captured stdout."""
+    its log is printed; removed afterwards unless ``cache_dir`` was given), ptxas's ``-v`` log
+    printed to a captured stdout."""
     from triton import knobs
 
     log = io.StringIO()
-    with knobs.cache.scope(), knobs.nvidia.scope(), contextlib.redirect_stdout(log), warnings.catch_warnings():
-        # Triton 3.9's notice that its FP-fusion default changes in 3.10: the kernel compiles
-        # with the default a launch gets, so the notice says nothing about this compile.
-        warnings.filterwarnings("ignore", message="TRITON_DEFAULT_FP_FUSION")
-        knobs.cache.dir = cache_dir or tempfile.mkdtemp(prefix="devcaps_triton_cache_")
-        knobs.nvidia.dump_ptxas_log = True
-        yield log
+    scratch = None if cache_dir else tempfile.mkdtemp(prefix="devcaps_triton_cache_")
+    try:
+        with knobs.cache.scope(), knobs.nvidia.scope(), contextlib.redirect_stdout(log), warnings.catch_warnings():
+            # Triton 3.9's notice that its FP-fusion default changes in 3.10: the kernel compiles
+            # with the default a launch gets, so the notice says nothing about this compile.
+            warnings.filterwarnings("ignore", message="TRITON_DEFAULT_FP_FUSION")
+            knobs.cache.dir = cache_dir or scratch
+            knobs.nvidia.dump_ptxas_log = True
+            yield log
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def compile_kernel(plan: KernelPlan, problem: Any, target: GpuTarget, config: TileConfig,

@@ -12,8 +12,15 @@ The tile lists follow Triton's matmul tutorial (``python/tutorials/03-matrix-mul
 * the key buckets M to a power of two (:func:`m_bucket`), so a new batch size reuses the tuned
   config of its bucket instead of benchmarking every config again (Inductor buckets the same
   way); configs whose ``BLOCK_M`` is far above the bucket are pruned before benchmarking;
-* the 64x64 HIP configs ask ``waves_per_eu=4`` (the tutorial's 8 caps a wave at 64 VGPRs: the
-  cross-compilation measured 50 spilled VGPRs on gfx942 and 35 on gfx950 with our epilogue).
+* no register spills with the fused epilogue (scales, bias, ops, reductions on the whole tile),
+  as the cross-compilation measured for every target (benchmarks/results/cross_compile_matrix_*):
+  tiles of 128x128 outputs or more run 8 warps (the tutorial's 4 spilled 400-2100 bytes per
+  thread on sm_80..sm_120); the tutorial's 128x256 / 256x128 (CUDA) and 256x256 (HIP) tiles are
+  out (they spilled 240-1700 bytes, or 290-400 VGPRs, even with 8 warps or bias + gelu alone: the
+  epilogue's temporaries do not fit beside a 128-register accumulator; an epilogue in subtiles,
+  tutorial 09's ``EPILOGUE_SUBTILE``, would bring them back); HIP's 128x256 runs 8 warps (4
+  spilled 440-490 VGPRs) and the 64x64 HIP configs ask ``waves_per_eu=4`` (the tutorial's 8
+  caps a wave at 64 VGPRs: 35-50 spilled).
 
 Per target, :func:`configs_for` keeps only the configs whose :func:`shared_bytes_estimate` fits
 the target's per-block shared memory (:mod:`devcaps_kernels.gpu_targets`), so the autotuner
@@ -51,21 +58,21 @@ def _tiles(rows: Sequence[tuple[int, int, int, int, int, int]],
 
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages)
-_CUDA_16BIT = _tiles([(128, 256, 64, 8, 8, 3), (64, 256, 32, 8, 4, 4), (128, 128, 32, 8, 4, 4),
+_CUDA_16BIT = _tiles([(128, 128, 64, 8, 8, 3), (64, 256, 32, 8, 8, 4), (128, 128, 32, 8, 8, 4),
                       (128, 64, 32, 8, 4, 4), (64, 128, 32, 8, 4, 4), (64, 64, 32, 8, 4, 4),
                       (32, 64, 32, 8, 2, 5)])
-_CUDA_FP8 = _tiles([(128, 256, 128, 8, 8, 3), (256, 128, 128, 8, 8, 3), (256, 64, 128, 8, 4, 4),
-                    (64, 256, 128, 8, 4, 4), (128, 128, 128, 8, 4, 4), (128, 64, 64, 8, 4, 4),
-                    (64, 128, 64, 8, 4, 4), (64, 64, 64, 8, 4, 4)])
+_CUDA_FP8 = _tiles([(128, 128, 128, 8, 8, 4), (256, 64, 128, 8, 8, 4), (64, 256, 128, 8, 8, 4),
+                    (128, 128, 128, 8, 8, 3), (128, 64, 64, 8, 4, 4), (64, 128, 64, 8, 4, 4),
+                    (64, 64, 64, 8, 4, 4)])
 # fp32 operands run tl.dot with input_precision="ieee" (no tensor cores): small tiles.
 _FP32 = _tiles([(64, 64, 32, 8, 4, 3), (128, 64, 32, 8, 4, 3), (64, 128, 32, 8, 4, 3),
                 (32, 64, 32, 8, 2, 4)])
 _HIP_16BIT = (
-    _tiles([(128, 256, 16, 1, 4, 2), (256, 256, 16, 4, 8, 2), (128, 128, 32, 1, 8, 2)], (("waves_per_eu", 2),))
+    _tiles([(128, 256, 16, 1, 8, 2), (128, 128, 32, 1, 8, 2)], (("waves_per_eu", 2),))
     + _tiles([(64, 128, 32, 8, 4, 2)], (("waves_per_eu", 3),))
     + _tiles([(64, 64, 32, 1, 4, 2)], (("waves_per_eu", 4),)))
 _HIP_FP8 = (
-    _tiles([(128, 256, 64, 1, 4, 2), (256, 256, 64, 4, 8, 2), (128, 128, 128, 1, 8, 2)], (("waves_per_eu", 2),))
+    _tiles([(128, 256, 64, 1, 8, 2), (128, 128, 128, 1, 8, 2)], (("waves_per_eu", 2),))
     + _tiles([(64, 128, 128, 8, 4, 2)], (("waves_per_eu", 3),))
     + _tiles([(64, 64, 64, 1, 4, 2)], (("waves_per_eu", 4),)))
 #: The interpreter benchmarks nothing and runs every program in Python: one small tile.
@@ -82,8 +89,9 @@ def configs_for(vendor: str, family: str, n: int, shared_limit: int | None = Non
     (``"fp8"``: operands go to ``tl.dot`` as fp8; ``"16bit"``: bf16/fp16, or fp8 decoded to bf16;
     ``"fp32"``), with ``BLOCK_N`` capped at N's power of two (at least 16), duplicates dropped,
     and, for a target whose per-block shared memory is ``shared_limit`` bytes, only the configs
-    whose :func:`shared_bytes_estimate` fits it (per-arch lists: a (256, 128, 128) fp8 tile with
-    3 stages fits sm_90's 227 KB, not sm_89's 99 KB)."""
+    whose :func:`shared_bytes_estimate` fits it (per-arch lists: the (256, 64, 128) fp8 tile with
+    4 stages takes 160 KB on sm_90, within its 227 KB; on sm_89, which keeps 3 of the stages in
+    shared memory, 120 KB: over its 99 KB)."""
     if family not in FAMILIES:
         raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
     table = _TABLE[("hip" if vendor == "hip" else "cuda", family)]
@@ -106,9 +114,11 @@ def family_element_bytes(family: str) -> tuple[int, int]:
     return {"fp8": (1, 1), "16bit": (2, 2), "fp32": (4, 4)}[family]
 
 
-#: AMD targets whose stream pipeliner keeps one of ``num_stages`` stages in registers (measured
-#: by the cross-compilation: gfx942 with num_stages=3 holds two A/B stages in LDS, gfx950 three).
-_ONE_STAGE_IN_REGISTERS = ("gfx942",)
+#: Targets whose pipeline keeps ``num_stages - 1`` A/B stages in shared memory (the mma.sync
+#: path of NVIDIA sm_80-sm_89 and sm_120, and gfx942's stream pipeliner); the others (the
+#: wgmma / tcgen05 path of sm_90 / sm_100, gfx950, and any target not named) keep
+#: ``num_stages``. Measured by the cross-compilation on every target.
+_ONE_STAGE_LESS = {"cuda": (80, 86, 87, 89, 120, 121), "hip": ("gfx942",)}
 #: Barriers and the like beyond the tiles (measured: 16 bytes on sm_100, 224 on gfx950).
 SHARED_SLACK = 1024
 
@@ -116,15 +126,18 @@ SHARED_SLACK = 1024
 def shared_bytes_estimate(c: TileConfig, a_bytes: int, b_bytes: int, vendor: str,
                           arch: int | str | None = None) -> int:
     """An upper bound of the shared memory the kernel uses with config ``c`` (bytes): the
-    software pipeline keeps ``num_stages`` A and B tiles in shared memory (``num_stages - 1`` on
-    gfx942), the epilogue's layout conversion of the fp32 tile reuses that space or needs its own
-    ``BLOCK_M x BLOCK_N x 4``, whichever is larger, plus :data:`SHARED_SLACK`. Checked against
-    the compiled kernels' ``metadata.shared`` on every target by the cross-compilation
+    software pipeline's A and B tiles (``num_stages`` of them, or ``num_stages - 1`` where the
+    target keeps one in registers, :data:`_ONE_STAGE_LESS`) plus :data:`SHARED_SLACK`, or the
+    epilogue's layout conversion of the tile if that is larger (``BLOCK_M x BLOCK_N`` x 4 bytes on
+    AMD, x 2 on NVIDIA, where the conversion reuses the pipeline's buffers). Checked against the
+    compiled kernels' ``metadata.shared`` on every target by the cross-compilation
     (:mod:`devcaps_kernels.cross_compile`: a kernel above its estimate fails the check)."""
-    one_in_registers = vendor == "hip" and str(arch).split(":")[0] in _ONE_STAGE_IN_REGISTERS
-    stages = max(1, c.num_stages - 1) if one_in_registers else c.num_stages
+    name = str(arch).split(":")[0] if vendor == "hip" else arch
+    one_less = name in _ONE_STAGE_LESS.get(vendor, ())
+    stages = max(1, c.num_stages - 1) if one_less else c.num_stages
     tiles = c.block_m * c.block_k * a_bytes + c.block_k * c.block_n * b_bytes
-    return max(stages * tiles, c.block_m * c.block_n * 4) + SHARED_SLACK
+    epilogue = c.block_m * c.block_n * (4 if vendor == "hip" else 2)
+    return max(stages * tiles + SHARED_SLACK, epilogue)
 
 
 def config_name(c: TileConfig) -> str:

@@ -256,9 +256,10 @@ def fused_scaled_mm({params},
     mask = mask_m[:, None] & mask_n[None, :]
     x = acc
 {epilogue}
+{fp32_reductions}
     y = x.to({out_dtype})  # not Y's dtype: Y is a dummy when y is not stored
 {store}
-{reductions}
+{output_reductions}
 '''
 
 
@@ -363,6 +364,10 @@ def source(plan: KernelPlan) -> str:
         epilogue=_epilogue(plan),
         store=("    tl.store(Y + rows[:, None] * stride_ym + cols[None, :] * stride_yn, y,"
                " mask=mask)") if plan.store else "",
-        reductions="\n".join(_reduction_source(j, kind, src, seg)
-                             for j, (kind, src, seg) in enumerate(plan.reductions)),
+        # fp32-source reductions while x is live, then the cast: x dies before the output-source
+        # reductions, so no two fp32 copies of the tile are live at once (register pressure).
+        fp32_reductions="\n".join(_reduction_source(j, kind, src, seg)
+                                  for j, (kind, src, seg) in enumerate(plan.reductions) if src == "fp32"),
+        output_reductions="\n".join(_reduction_source(j, kind, src, seg)
+                                    for j, (kind, src, seg) in enumerate(plan.reductions) if src == "output"),
     )
