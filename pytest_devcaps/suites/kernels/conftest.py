@@ -19,7 +19,7 @@ _WHAT = {
     "cpu": "the fused CPU path (oneDNN GEMM, blocked epilogue and reductions)",
     "reference": "the reference backend (plain torch): no fused backend runs on this device",
 }
-_seen: Counter[str] = Counter()  # this session's "<device>=<backend>" records
+_seen: dict[str, set[str]] = {}  # this session's "<device>=<backend>" -> the tests that ran it
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -28,13 +28,16 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.when == "call":
-        _seen.update(str(value) for name, value in report.user_properties if name == PROPERTY)
+        for name, value in report.user_properties:
+            if name == PROPERTY:
+                _seen.setdefault(str(value), set()).add(report.nodeid)
 
 
-def summary_lines(seen: Counter[str]) -> list[str]:
-    """One line per device and backend: how many calls, what ran, what it was checked against."""
+def summary_lines(seen: dict[str, set[str]]) -> list[str]:
+    """One line per device and backend: how many tests, what ran, what it was checked against."""
+    counts = Counter({key: len(tests) for key, tests in seen.items()})
     lines = []
-    for key, count in sorted(seen.items()):
+    for key, count in sorted(counts.items()):
         device, _, backend = key.partition("=")
         lines.append(f"  {device}: backend {backend!r}, {_WHAT.get(backend, backend)}: {count} tests; "
                      f"outputs checked against float64 math on the CPU")
