@@ -313,7 +313,7 @@ def _decorator_need(call: ast.Call | None, rule: rules.DecoratorRule, used: Uses
         count = _count(call, rule.default_count, constants or {})
         if count is None:
             return Need(blockers=("the GPU count is not a number here",))
-        return Need(accelerator=True, devices=count if count > 1 else 0)
+        return Need(accelerator=True, devices=count if count > 1 else 0, capabilities=need.capabilities)
     if rule.memory_arg:
         if call is None or not call.args:
             return None
