@@ -25,18 +25,16 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
-from pytest_devcaps.marks.pytorch_gates import (
-    CDIST,
-    CDT,
-    CUTILS,
-    GATES,
-    decorator_layers,
-    written_decorators,
-)
+from pytest_devcaps.gate_table import CCUDA, CUTILS, GATES
+from pytest_devcaps.marks.pytorch_gates import decorator_layers, installed_torch, written_decorators
 from pytest_devcaps.model import DeviceIdentity
 
-CCUDA = "torch/testing/_internal/common_cuda.py"
 UNITTEST = "unittest.skipIf / skipUnless / skip"
+
+
+def _cited(gate: str) -> str:
+    """Where ``gate`` is defined in the installed torch (the gate table's citation)."""
+    return GATES[gate].source(installed_torch())
 
 
 #: The device type each of PyTorch's device-type flags tests (common_utils.py:1533-1537,
@@ -365,7 +363,7 @@ def _written(obj: Any, namespace: Mapping[str, Any], target: Target, notes: list
         elif last == "skipIfRocm" and target.rocm:
             message = (_text(_argument(call, 0, "msg")) if call else "") or \
                 "test doesn't currently work on the ROCm stack"
-            raise _Skip(f"skipIfRocm: {message}", "skipIfRocm", GATES["skipIfRocm"].source)
+            raise _Skip(f"skipIfRocm: {message}", "skipIfRocm", _cited("skipIfRocm"))
 
 
 def _unittest_skip(kind: str, call: ast.Call, namespace: Mapping[str, Any], target: Target,
@@ -405,7 +403,7 @@ def _only_on(c: dict[str, Any], target: Target, notes: list[str], function: Any)
         shown = {"cpu": "onlyCPU", "cuda": "onlyCUDA", "mps": "onlyMPS", "xpu": "onlyXPU",
                  "hpu": "onlyHPU"}.get(types, f"onlyOn({types!r})") if isinstance(types, str) \
             else f"onlyOn({types!r})"
-        source = GATES.get(shown, GATES["onlyOn"]).source
+        source = _cited(shown if shown in GATES else "onlyOn")
         raise _Skip(f"Only runs on {types}", shown, source)
 
 
@@ -417,19 +415,19 @@ def _only_native(c: dict[str, Any], target: Target, notes: list[str], function: 
         gate = "onlyNativeDeviceTypesAnd" if "devices" in c else "onlyNativeDeviceTypes"
         reason = (f"onlyNativeDeviceTypesAnd {list(extra)} : doesn't run on {target.type}"
                   if extra else f"onlyNativeDeviceTypes: doesn't run on {target.type}")
-        raise _Skip(reason, gate, GATES[gate].source)
+        raise _Skip(reason, gate, _cited(gate))
 
 
 def _only_accelerator(c: dict[str, Any], target: Target, notes: list[str], function: Any) -> None:
     if target.type in ("cpu", "meta"):
         raise _Skip("onlyAccelerator: doesn't run on CPU or meta devices", "onlyAccelerator",
-                    GATES["onlyAccelerator"].source)
+                    _cited("onlyAccelerator"))
 
 
 def _only_cuda_pu1(c: dict[str, Any], target: Target, notes: list[str], function: Any) -> None:
     if target.type in ("cpu", "xpu", "mps", "hpu", "meta"):
         raise _Skip(f"onlyCUDAAndPRIVATEUSE1: doesn't run on {target.type}",
-                    "onlyCUDAAndPRIVATEUSE1", GATES["onlyCUDAAndPRIVATEUSE1"].source)
+                    "onlyCUDAAndPRIVATEUSE1", _cited("onlyCUDAAndPRIVATEUSE1"))
 
 
 def _skip_if(c: dict[str, Any], target: Target, notes: list[str], function: Any) -> None:
@@ -448,20 +446,20 @@ def _skip_if(c: dict[str, Any], target: Target, notes: list[str], function: Any)
         if read is None:
             notes.append(f"{gate}: depends on the test base's {dep!r}: decided on the host")
         elif read(target):
-            raise _Skip(reason, gate, GATES["skipIf"].source)
+            raise _Skip(reason, gate, _cited("skipIf"))
         return
     if reason.startswith("skipCUDAIfRocm"):
         if target.rocm:
-            raise _Skip(reason, "skipCUDAIfRocm", GATES["skipCUDAIfRocm"].source)
+            raise _Skip(reason, "skipCUDAIfRocm", _cited("skipCUDAIfRocm"))
         return
     if reason in REASON_CONDITIONS:
         named_gate, holds_on = REASON_CONDITIONS[reason]
         if holds_on(target):
-            raise _Skip(reason, named_gate, GATES["skipIf"].source)
+            raise _Skip(reason, named_gate, _cited("skipIf"))
         return
     holds, gate = _written_condition(function, reason, target, notes, kind, bool(dep))
     if holds:
-        raise _Skip(reason, gate, GATES["skipIf"].source)
+        raise _Skip(reason, gate, _cited("skipIf"))
 
 
 def _written_condition(function: Any, reason: str, target: Target, notes: list[str], kind: str,
@@ -485,7 +483,7 @@ def _count(c: dict[str, Any], target: Target, notes: list[str], function: Any) -
     have = 1 if target.type == "cpu" else target.count
     if isinstance(n, int) and have < n:
         raise _Skip(f"fewer than {n} devices detected", f"deviceCountAtLeast({n})",
-                    GATES["deviceCountAtLeast"].source)
+                    _cited("deviceCountAtLeast"))
 
 
 def _large_tensor(c: dict[str, Any], target: Target, notes: list[str], function: Any) -> None:
@@ -509,7 +507,7 @@ def _large_tensor(c: dict[str, Any], target: Target, notes: list[str], function:
     gate = f"largeTensorTest({gib:g} GiB)"
     if size >= total:
         notes.append(f"{gate}: needs {gib:g} GiB free; {shown} has {total / 2**30:g} GiB in all")
-        raise _Skip(f"Insufficient {shown} memory", gate, GATES["largeTensorTest"].source)
+        raise _Skip(f"Insufficient {shown} memory", gate, _cited("largeTensorTest"))
     if size > 0.9 * total:
         notes.append(f"{gate}: nearly all of {total / 2**30:g} GiB: may skip on a busy device")
 
@@ -523,7 +521,7 @@ def _lt_x_gpu(c: dict[str, Any], target: Target, notes: list[str], function: Any
     if c.get("allow_cpu") and target.type == "cpu":
         return
     raise _Skip(f"Need at least {x} CUDA device{'s' if x != 1 else ''}", f"skip_if_lt_x_gpu({x})",
-                GATES["skip_if_lt_x_gpu"].source)
+                _cited("skip_if_lt_x_gpu"))
 
 
 def _nccl(c: dict[str, Any], target: Target, notes: list[str], function: Any) -> None:
@@ -531,20 +529,20 @@ def _nccl(c: dict[str, Any], target: Target, notes: list[str], function: Any) ->
     if c.get("backend") == "nccl" and isinstance(n, int) and \
             (not target.is_type(CUDA) or target.count < n):
         raise _Skip(f"Need at least {n} CUDA device{'s' if n != 1 else ''}",
-                    f"nccl_skip_if_lt_x_gpu({n})", f"{CDIST}:380")
+                    f"nccl_skip_if_lt_x_gpu({n})", _cited("nccl_skip_if_lt_x_gpu"))
 
 
 def _lazy(c: dict[str, Any], target: Target, notes: list[str], function: Any) -> None:
     message = str(c.get("msg", c.get("reason", "")))
     if message.startswith("skipIfRocm") and target.rocm:
-        raise _Skip(message, "skipIfRocm", GATES["skipIfRocm"].source)
+        raise _Skip(message, "skipIfRocm", _cited("skipIfRocm"))
     if "compiled with XPU" in message and target.type != "xpu":
-        raise _Skip(message, "skipIfNoXPU", GATES["skipIfNoXPU"].source)
+        raise _Skip(message, "skipIfNoXPU", _cited("skipIfNoXPU"))
 
 
 def _no_gpu(c: dict[str, Any], target: Target, notes: list[str], function: Any) -> None:
     if not target.is_type(*DIST_GPU_TYPES):
-        raise _Skip("CUDA is not available.", "skip_if_no_gpu", GATES["skip_if_no_gpu"].source)
+        raise _Skip("CUDA is not available.", "skip_if_no_gpu", _cited("skip_if_no_gpu"))
 
 
 _LAYERS: dict[str, Callable[[dict[str, Any], Target, list[str], Any], None]] = {

@@ -18,7 +18,7 @@ from pytest_devcaps.emu.vendor_hooks import (
     pytest_devcaps_adjust_results,
     pytest_devcaps_register_capabilities,
 )
-from pytest_devcaps.marks.pytorch_gates import GATES, decorator_gate
+from pytest_devcaps.marks.pytorch_gates import GATES, decorator_gate, installed_torch
 from pytest_devcaps.model import PROBE_SOURCE, CapabilityRecord, DeviceIdentity, Level
 from pytest_devcaps.pytorch_compat import fill_privateuse1_capabilities
 from pytest_devcaps.registry.registrars import CapabilityRegistrar
@@ -93,7 +93,7 @@ def _gate(source: str) -> Any:
 
 
 def test_pytorch_gates_on_the_privateuse1_backend() -> None:
-    cuda, pu1 = GATES["TEST_CUDA"].source, GATES["TEST_PRIVATEUSE1"].source
+    cuda, pu1 = (GATES[name].source(installed_torch()) for name in ("TEST_CUDA", "TEST_PRIVATEUSE1"))
     assert _gate('unittest.skipIf(not TEST_PRIVATEUSE1, "x")') == (
         "TEST_PRIVATEUSE1", "privateuse1", pu1)
     # either one will do: the test runs on CUDA or on the PrivateUse1 backend

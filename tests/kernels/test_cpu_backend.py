@@ -282,7 +282,7 @@ def test_ops_on_the_rounded_output_give_the_reference_result(monkeypatch):
     torch.testing.assert_close(total, y.float().sum(-1), rtol=1e-5, atol=1e-4)
 
 
-_THREADS = """
+_POOL_THREADS = """
 import json, os, torch
 import devcaps_kernels.cpu_backend as cpu
 from devcaps_kernels import scaled_mm
@@ -300,7 +300,7 @@ def test_a_fused_call_adds_only_its_pool_threads():
     """The pool's workers never start an OpenMP team of their own: with GNU OpenMP extra team
     threads count against the cores and make every OpenMP thread in the process, torch's own
     included, spin less and sleep sooner for the rest of the process (issue 30)."""
-    done = subprocess.run([sys.executable, "-c", _THREADS], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-c", _POOL_THREADS], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["added"] == (2 if seen["pooled"] else 0), seen

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_devcaps.gate_table import GATES
+
 pytest.importorskip("expecttest", reason="torch.testing._internal needs expecttest (the test extra)")
 
 SUITE = '''
@@ -90,6 +92,14 @@ instantiate_device_type_tests(TestCpuOnly, globals(), only_for="cpu")
 '''
 
 
+def _cited(gate: str) -> str:
+    """The line the plan names for ``gate``: the gate table's citation for the installed torch
+    (the table's lines are checked against torch's source in tests/plugin/test_pytorch_gates.py)."""
+    import torch
+
+    return str(GATES[gate].citation(torch.__version__))
+
+
 def plan(pytester: pytest.Pytester, profile: str, *args: str) -> tuple[pytest.RunResult, dict]:
     pytester.makepyfile(test_ops=SUITE)
     report = pytester.path / f"{profile}.json"
@@ -129,11 +139,11 @@ def test_an_h100_plan_lists_the_cuda_instances_with_pytorch_gates_evaluated(pyte
                                      "except_for=None leave cuda out"]
     huge = next(t for t in data["tests"] if t["nodeid"].endswith("test_huge_cuda"))
     assert huge["gate"] == {"gate": "largeTensorTest(100 GiB)",
-                            "source": "torch/testing/_internal/common_device_type.py:1567"}
+                            "source": _cited("largeTensorTest")}
     assert huge["notes"] == ["largeTensorTest(100 GiB): needs 100 GiB free; cuda:0 has 80 GiB in all"]
     result.stdout.fnmatch_lines([
         "SKIP test_ops.py::TestOpsCUDA::test_cpu_only_cuda: Only runs on cpu (onlyCPU, "
-        "torch/testing/_internal/common_device_type.py:1870)",
+        f"{_cited('onlyCPU')})",
         "*1  Insufficient cuda:0 memory (largeTensorTest(100 GiB))",
         "9 would run, 5 would be skipped on nvidia-h100 (nothing was run); PyTorch "
         "device-generic tests generated as the profile's host would: 11 cuda; this host's own "
