@@ -18,6 +18,8 @@ COMMON_UTILS = "torch.testing._internal.common_utils"
 COMMON_DEVICE_TYPE = "torch.testing._internal.common_device_type"
 GENERIC_ONLY_DECORATORS = frozenset({"instantiate_parametrized_tests"})
 Statement = Union[cst.SimpleStatementLine, cst.BaseCompoundStatement]
+#: what a class body holds (an indented block's statements, or a one-line suite's small ones)
+Member = Union[cst.BaseStatement, cst.BaseSmallStatement]
 
 
 def relayout(module: cst.Module, layouts: Sequence[ClassLayout]) -> tuple[cst.Module, set[str]]:
@@ -64,10 +66,10 @@ def _classified(cls: cst.ClassDef, kind: Kind, device_tests: set[str]) -> cst.Cl
     return cls.with_changes(body=cls.body.with_changes(body=_spaced(members)))
 
 
-def _spaced(members: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+def _spaced(members: list[Member]) -> list[Member]:
     """A blank line before each method that follows other code (ruff format's layout); none
     before a class body's first statement."""
-    out: list[cst.BaseStatement] = []
+    out: list[Member] = []
     for index, member in enumerate(members):
         if isinstance(member, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
             blank = [line for line in member.leading_lines if line.comment is None]
@@ -99,7 +101,12 @@ def _is_instantiation(statement: cst.BaseStatement) -> bool:
         cst.Module([]).code_for_node(statement)
 
 
-def _is_docstring(statement: cst.BaseStatement) -> bool:
+def _lines(members: list[Member]) -> list[cst.BaseStatement]:
+    """Statements for an indented block: a one-line suite's small statements each on a line."""
+    return [m if isinstance(m, cst.BaseStatement) else cst.SimpleStatementLine(body=[m]) for m in members]
+
+
+def _is_docstring(statement: Member) -> bool:
     return isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 and isinstance(
         statement.body[0], cst.Expr) and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
 
@@ -135,13 +142,13 @@ def _split(cls: cst.ClassDef, layout: ClassLayout) -> list[cst.BaseStatement]:
     bases = list(cls.bases)
     if members:
         base = f"_{name}Base"
-        out.append(cst.ClassDef(name=cst.Name(base), body=cst.IndentedBlock(body=_spaced(members)),
+        out.append(cst.ClassDef(name=cst.Name(base), body=cst.IndentedBlock(body=_lines(_spaced(members))),
                                 leading_lines=cls.leading_lines))
         bases = [cst.Arg(cst.Name(base)), *bases]
     for kind, names in layout.groups:
         if not names:
             continue
-        body: list[cst.BaseStatement] = [docstring] if docstring is not None and kind == "generic" else []
+        body: list[Member] = [docstring] if docstring is not None and kind == "generic" else []
         body.append(_classification_line(kind, after_docstring=bool(body)))
         body += [tests[n] if kind == "generic" else _with_device(tests[n]) for n in names]
         decorators = [d for d in cls.decorators if kind == "generic" or _decorator_name(d) not in GENERIC_ONLY_DECORATORS]

@@ -317,7 +317,7 @@ def _binds_device_type(module: cst.Module) -> bool:
                for s in module.body if isinstance(s, cst.SimpleStatementLine))
 
 
-def _is_import(statement: cst.BaseStatement, first: bool) -> bool:
+def _is_import(statement: cst.BaseStatement | cst.BaseSmallStatement, first: bool) -> bool:
     """An import line (the docstring counts, first), or ``try: import x / except ImportError``."""
     if isinstance(statement, cst.SimpleStatementLine):
         return all(isinstance(s, (cst.Import, cst.ImportFrom)) or (isinstance(s, cst.Expr) and first)
@@ -467,7 +467,7 @@ def rewrite(text: str, edits: Sequence[Edit]) -> str:
         context = CodemodContext()
         for unused in plan.unused:
             RemoveImportsVisitor.remove_unused_import(context, unused.module, unused.name or None, unused.asname)
-        for module_name, name, asname in orphaned:
-            RemoveImportsVisitor.remove_unused_import(context, module_name, name, asname)
+        for orphan_module, orphan_name, orphan_alias in orphaned:
+            RemoveImportsVisitor.remove_unused_import(context, orphan_module, orphan_name, orphan_alias)
         module = RemoveImportsVisitor(context).transform_module(module)
     return _tidy_imports(module, text).code
