@@ -7,7 +7,8 @@ ctypes, without importing ``torch.utils.cpp_extension``. A cold build runs
 ``torch.utils.cpp_extension.load`` in a child interpreter with ``TORCH_DEVICE_BACKEND_AUTOLOAD=0``
 (the build must not load the backend it is building, and torch's autoload runs while
 ``import torch`` is still under way in the parent). Concurrent builds (xdist workers starting
-together) wait on cpp_extension's own lock file in the build folder. A library is loaded only
+together) wait on cpp_extension's own lock file in the build folder. The build child and what it
+starts die with this process (:mod:`pytest_devcaps._util.process_lifetime`). A library is loaded only
 when this user owns it and its folder and nobody else can write them (``files.untrusted``).
 """
 
@@ -119,13 +120,24 @@ def ensure_built(torch_version: str, log: TextIO | None = None) -> tuple[Path, f
     return path, took
 
 
+#: What the build child runs (``sys.argv[2]``: the build folder), after entering the caller's
+#: process lifetime: the compiler and ninja below it die with the CLI or pytest.
+COMPILE_CODE = ("from pytest_devcaps.emu.extension import compile_library; "
+                "compile_library(sys.argv[2])")
+
+
 def _compile_in_child(directory: Path, log: TextIO) -> None:
+    from pytest_devcaps._util.process_lifetime import ENTER_CODE, stop_tree
+
     env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
-    command = [sys.executable, "-c", "import sys; from pytest_devcaps.emu.extension import compile_"
-               "library; compile_library(sys.argv[1])", str(directory)]
+    command = [sys.executable, "-c", ENTER_CODE + COMPILE_CODE, str(os.getpid()), str(directory)]
     with tempfile.TemporaryFile("w+", encoding="utf-8") as output:
-        child = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT, text=True)
-        code = _wait_with_progress(child, log, directory)
+        child = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT,
+                                 start_new_session=os.name == "posix")
+        try:
+            code = _wait_with_progress(child, log, directory)
+        finally:
+            stop_tree(child)  # what the build left (ninja, g++), setsid or not; an interrupt too
         output.seek(0)
         text = output.read()
     if code != 0:
@@ -137,7 +149,7 @@ PROGRESS_EVERY_S = 15.0
 """How often a build in progress says so (the compile step is silent otherwise)."""
 
 
-def _wait_with_progress(child: subprocess.Popen[str], log: TextIO, directory: Path) -> int:
+def _wait_with_progress(child: subprocess.Popen[bytes], log: TextIO, directory: Path) -> int:
     """The child's exit code; meanwhile a line on ``log`` every :data:`PROGRESS_EVERY_S` with
     the compile step's elapsed time. Past :data:`BUILD_TIMEOUT_S` the child is killed."""
     started = time.monotonic()
@@ -147,8 +159,6 @@ def _wait_with_progress(child: subprocess.Popen[str], log: TextIO, directory: Pa
         except subprocess.TimeoutExpired:
             elapsed = time.monotonic() - started
             if elapsed >= BUILD_TIMEOUT_S:
-                child.kill()
-                child.wait()
                 raise EmuBuildError(f"the emu build did not finish in {BUILD_TIMEOUT_S:.0f} s "
                                     f"(folder {directory})") from None
             print(f"devcaps emu: compiling {', '.join(s.name for s in SOURCES)} "
