@@ -27,8 +27,10 @@ def _built_default() -> CapabilityRegistry:
     from pytest_devcaps._util.environ import check_names
     from pytest_devcaps.hookspecs import vendor_hooks
     from pytest_devcaps.registry import build_registry
+    from pytest_devcaps.runtime import import_torch
 
     check_names()  # a misspelt PYTEST_DEVCAPS_* variable is refused here as in pytest and the CLI
+    import_torch()  # a backend that refused to load (emu): a ConfigError, not a crash later
     return build_registry(hook=vendor_hooks())
 
 

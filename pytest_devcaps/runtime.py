@@ -32,8 +32,30 @@ if TYPE_CHECKING:
 
 Device = Union[str, "torch.device"]
 
+_import_failure: list[str] = []
+
+
+def import_torch() -> Any:
+    """``import torch`` for code that must not crash when it fails: a device backend's autoload
+    that refused (emu's library or its device count: ``torch.backends`` entry points run inside
+    torch's import) becomes a :class:`~pytest_devcaps.errors.ConfigError` with the reason in
+    one line, raised again on later calls without importing again (a second import of a
+    half-imported torch crashes the process)."""
+    from pytest_devcaps.errors import ConfigError
+
+    if _import_failure:
+        raise ConfigError(_import_failure[0])
+    try:
+        import torch
+    except Exception as exc:  # noqa: BLE001 - torch wraps the backend's own error
+        cause = exc.__cause__ if exc.__cause__ is not None else exc
+        text = " ".join(str(cause).split()) or type(cause).__name__
+        _import_failure.append(f"import torch failed: {text}")
+        raise ConfigError(_import_failure[0]) from None
+    return torch
+
 __all__ = [
-    "MemoryStatsUnavailableError", "accelerator_text", "accelerator_type", "default_dist_backend",
+    "MemoryStatsUnavailableError", "accelerator_text", "import_torch", "accelerator_type", "default_dist_backend",
     "device_count", "device_module", "empty_cache", "free_memory", "is_accelerator", "manual_seed",
     "max_memory_allocated",
     "memory_allocated", "memory_stats", "reset_peak_memory_stats", "set_device", "synchronize",

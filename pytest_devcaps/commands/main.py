@@ -191,6 +191,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         check_names()  # a misspelt PYTEST_DEVCAPS_* variable is a usage error, as under pytest
+        if args.command in ("probe", "check"):
+            from pytest_devcaps.runtime import import_torch
+
+            import_torch()  # a backend that refused to load (emu): one line, not a crash later
         if args.command == "probe":
             return command_probe(args)
         if args.command == "profiles":

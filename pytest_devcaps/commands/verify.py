@@ -53,9 +53,9 @@ def _emu_built() -> bool:
     try:
         from importlib.metadata import version
 
-        from pytest_devcaps.emu.extension import library_path, trusted_library
+        from pytest_devcaps.emu.extension import is_built
 
-        return trusted_library(library_path(version("torch"))) is not None
+        return is_built(version("torch"))
     except Exception:  # noqa: BLE001 - no torch, no cache: not built
         return False
 

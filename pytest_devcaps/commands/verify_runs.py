@@ -12,9 +12,9 @@ written (``PYTHONDONTWRITEBYTECODE``). The original runs in place; nothing else 
 the user's tree.
 
 **Processes.** Each run is ``python -c`` in a new session that first splits into a guardian and
-the pytest worker (:func:`pytest_devcaps._util.guardian.guard`): the guardian kills the whole tree
+the pytest worker (:func:`pytest_devcaps._util.process_lifetime.enter`): the guardian kills the whole tree
 (ranks, compilers, ``setsid`` descendants) when pytest ends, when we stop it at the deadline, and
-when this process dies; :func:`~pytest_devcaps._util.guardian.stop_tree` then kills the process
+when this process dies; :func:`~pytest_devcaps._util.process_lifetime.stop_tree` then kills the process
 group and reaps. Outcomes come from :mod:`._verify_recorder`, one JSON line per event, so a run
 that crashes or times out still names the test that was running.
 """
@@ -33,16 +33,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterator, Mapping
 
-from pytest_devcaps._util.guardian import stop_tree
+from pytest_devcaps._util.process_lifetime import ENTER_CODE, stop_tree
 
 FAILING = frozenset({"failed", "error", "crashed", "timeout"})
 RECORDER = "pytest_devcaps.commands._verify_recorder"
-_BOOTSTRAP = (
-    "import sys; from pytest_devcaps._util.guardian import die_with_parent, guard; "
-    "parent = int(sys.argv[1]); guardian = guard(parent); "
-    "die_with_parent(parent if guardian is None else guardian); "
-    "import pytest; sys.exit(pytest.main(sys.argv[2:]))"
-)
+_BOOTSTRAP = ENTER_CODE + "import pytest; sys.exit(pytest.main(sys.argv[2:]))"
 _PYTEST_ARGS = ("-p", "pytest_devcaps", "-p", RECORDER, "-p", "no:cacheprovider", "-p", "no:randomly",
                 "-p", "no:xdist", "-q", "--assert=plain", "--color=no", "-rN")
 

@@ -9,7 +9,7 @@ fresh process group there, runs the function, writes its outcome, leaves the gro
 the process state a body may change, and writes the task's name to ``rank<r>.done`` in the
 world's directory (ready for the next task). A failed task ends the rank
 (its world is not reused); so do end of input and the parent's death. On Linux the rank runs
-under a guardian (:mod:`pytest_devcaps._util.guardian`) that kills it and everything it started
+under a guardian (:mod:`pytest_devcaps._util.process_lifetime`) that kills it and everything it started
 (``setsid`` descendants too) when pytest dies, SIGKILL included, or when the world stops it.
 """
 
@@ -20,8 +20,6 @@ import os
 import pickle
 import signal
 import sys
-import threading
-import time
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -44,18 +42,6 @@ def _install_faulthandler(path: str) -> IO[str]:
     if hasattr(signal, "SIGUSR1"):
         faulthandler.register(signal.SIGUSR1, stacks, all_threads=True)
     return stacks
-
-
-def _exit_when_orphaned(parent_pid: int) -> None:
-    """Leave no orphan: exit as soon as the parent (the pytest process) is gone."""
-
-    def watch() -> None:
-        while True:
-            if os.getppid() != parent_pid:
-                os._exit(ORPHAN_EXIT_CODE)
-            time.sleep(0.5)
-
-    threading.Thread(target=watch, name="devcaps-parent-watch", daemon=True).start()
 
 
 @dataclass(frozen=True)
@@ -220,14 +206,13 @@ def serve_task(task_dir: str, rank: int, state: _ProcessState, world_dir: str) -
 
 
 def main(world_dir: str, rank: int, parent_pid: int) -> None:
-    from pytest_devcaps._util.guardian import die_with_parent, guard
+    from pytest_devcaps._util.process_lifetime import enter
 
-    guardian = guard(parent_pid)  # Linux: the guardian stays behind, this goes on as the rank
-    parent = parent_pid if guardian is None else guardian
-    die_with_parent(parent, ORPHAN_EXIT_CODE)  # SIGKILL from the kernel: even holding the GIL
+    # Linux: a guardian stays behind, this goes on as the rank and dies by SIGKILL with it
+    # (even holding the GIL); a parent watch where the kernel cannot be asked
+    enter(parent_pid, ORPHAN_EXIT_CODE)
     stacks = _install_faulthandler(os.path.join(world_dir, STACKS_FILE.format(rank=rank)))
     Path(world_dir, READY_FILE.format(rank=rank)).touch()  # SIGUSR1 now dumps instead of killing
-    _exit_when_orphaned(parent)
     import torch  # noqa: F401 - once per rank, before the first task
     import torch.distributed  # noqa: F401
 

@@ -41,7 +41,7 @@ from pytest_devcaps.distributed._worker import (
     STACKS_FILE,
 )
 from pytest_devcaps.distributed.task import TASK_FILE, RankOutcome, Task
-from pytest_devcaps._util.guardian import stop_tree
+from pytest_devcaps._util.process_lifetime import stop_tree
 
 GRACE_S = 2.0
 """How long the other ranks get to report their own error once one rank failed."""
@@ -251,7 +251,7 @@ def _read_outcome(task_dir: Path, rank: int) -> RankOutcome | None:
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
     """The rank's guardian kills its whole tree (``setsid`` descendants too), then its process
-    group is killed (:func:`pytest_devcaps._util.guardian.stop_tree`)."""
+    group is killed (:func:`pytest_devcaps._util.process_lifetime.stop_tree`)."""
     stop_tree(proc)
 
 

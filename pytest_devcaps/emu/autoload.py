@@ -33,7 +33,8 @@ def autoload() -> None:
     try:
         load()
     except DevcapsError as exc:
-        # torch wraps this in "Failed to load the backend extension: devcaps_emu ...".
+        # torch wraps this in "Failed to load the backend extension: devcaps_emu ..." (the
+        # cause: this error); runtime.import_torch turns that into one line.
         raise DeviceRuntimeError(f"pytest-devcaps emu backend: {exc}") from None
 
 
@@ -50,15 +51,19 @@ def load() -> None:
     )
 
     from pytest_devcaps.emu import NAME, device, emuccl
-    from pytest_devcaps.emu.extension import EXTENSION, ensure_built
+    from pytest_devcaps.emu.extension import EXTENSION, open_library
     from pytest_devcaps.emu.config import device_count
 
     count = device_count(os.environ)
-    path, _ = ensure_built(str(torch.__version__))
-    library: Any = ctypes.CDLL(str(path))
-    # The same file as a Python extension module (the EmuBackend class): the dynamic loader
-    # hands back the copy ctypes mapped, so both share the devices and the allocator.
-    device.bind(library, _import_extension(EXTENSION, str(path)))
+    opened = open_library(str(torch.__version__))  # checked, open by descriptor, digest matched
+    try:
+        library: Any = ctypes.CDLL(opened.load_path)
+        # The same file as a Python extension module (the EmuBackend class): the dynamic
+        # loader hands back the copy ctypes mapped (the same inode), so both share the devices
+        # and the allocator.
+        device.bind(library, _import_extension(EXTENSION, opened.load_path))
+    finally:
+        opened.close()
     library.devcaps_emu_set_device_count(count)
     rename_privateuse1_backend(NAME)
     register: Any = torch._register_device_module

@@ -17,16 +17,30 @@ def add_parser(commands: Any) -> None:
                        "torch version and source; progress on stderr)")
 
 
-def command_emu(args: argparse.Namespace) -> int:
-    """Build (or find) the library and print its path; a build problem is a DevcapsError."""
-    import torch
+_AUTOLOAD = "TORCH_DEVICE_BACKEND_AUTOLOAD"
 
+
+def command_emu(args: argparse.Namespace) -> int:
+    """Build (or find and verify) the library and print its path: a library found is loaded
+    in a child first, and rebuilt when it is corrupt; a refused one or an unusable cache
+    folder is a DevcapsError (one line, exit 2)."""
     from pytest_devcaps._util.environ import ENV_EMU_DEVICES
     from pytest_devcaps.emu.extension import ensure_built
+    from pytest_devcaps.runtime import import_torch
 
-    path, took = ensure_built(str(torch.__version__))
+    previous = os.environ.get(_AUTOLOAD)
+    os.environ[_AUTOLOAD] = "0"  # the build checks the library itself; torch must not load it
+    try:
+        torch = import_torch()
+    finally:
+        if previous is None:
+            os.environ.pop(_AUTOLOAD, None)
+        else:
+            os.environ[_AUTOLOAD] = previous
+    path, took = ensure_built(str(torch.__version__), verify_in_child=True)
     if took is None:
-        print(f"devcaps emu: already built: {path}", file=sys.stderr)
+        print(f"devcaps emu: already built (it loads in a child process): {path}",
+              file=sys.stderr)
     print(path)
     if not os.environ.get(ENV_EMU_DEVICES, "").strip():
         print(f"devcaps emu: set {ENV_EMU_DEVICES}=N to give every process N emu devices",

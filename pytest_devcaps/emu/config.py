@@ -6,10 +6,10 @@ from typing import Mapping
 
 from pytest_devcaps._util.environ import ENV_EMU_DEVICES
 from pytest_devcaps.emu import MAX_DEVICES, VISIBLE_ENV
-from pytest_devcaps.errors import DevcapsError
+from pytest_devcaps.errors import ConfigError
 
 
-class EmuConfigError(DevcapsError):
+class EmuConfigError(ConfigError):
     """``PYTEST_DEVCAPS_EMU_DEVICES`` or ``EMU_VISIBLE_DEVICES`` holds something unusable."""
 
 

@@ -7,8 +7,10 @@ ctypes, without importing ``torch.utils.cpp_extension``. A cold build runs
 ``torch.utils.cpp_extension.load`` in a child interpreter with ``TORCH_DEVICE_BACKEND_AUTOLOAD=0``
 (the build must not load the backend it is building, and torch's autoload runs while
 ``import torch`` is still under way in the parent). Concurrent builds (xdist workers starting
-together) wait on cpp_extension's own lock file in the build folder. A library is loaded only
-when this user owns it and its folder and nobody else can write them (``files.untrusted``).
+together) wait on cpp_extension's own lock file in the build folder. The build child and what it
+starts die with this process (:mod:`pytest_devcaps._util.process_lifetime`). A library is loaded only
+as :mod:`pytest_devcaps.emu.loader` allows: ours, in its build folder, by descriptor, with the
+digest recorded when it first loaded in a child.
 """
 
 from __future__ import annotations
@@ -23,8 +25,18 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from pytest_devcaps._util.environ import ENV_CACHE_DIR, ENV_EMU_CACHE_DIR
-from pytest_devcaps.errors import DevcapsError
+from pytest_devcaps._util.environ import ENV_EMU_CACHE_DIR
+from pytest_devcaps.emu.loader import (
+    EmuBuildError,
+    OpenLibrary,
+    corruption,
+    forget,
+    load_in_child,
+    open_checked,
+    record_digest,
+)
+
+__all__ = ["EmuBuildError", "OpenLibrary", "ensure_built", "open_library"]
 
 #: Where builds go when set (tests keep one build while each session gets fresh probe caches).
 #: The earlier name of the constant (the table in ``_util.environ`` is the source).
@@ -39,10 +51,6 @@ HEADERS = tuple(Path(__file__).resolve().parent / "csrc" / name for name in ("em
 CFLAGS = ("-O1",)
 #: A cold build on a loaded two-core machine takes about a minute; past this it has hung.
 BUILD_TIMEOUT_S = 900.0
-
-
-class EmuBuildError(DevcapsError):
-    """The emu extension cannot be built or loaded here (no compiler, a failed build...)."""
 
 
 def source_digest() -> str:
@@ -82,50 +90,144 @@ def toolchain_problem() -> str | None:
     return None
 
 
-def trusted_library(path: Path) -> Path | None:
-    """``path`` when it is a built library this process may load; None when it is not built;
-    raises :class:`EmuBuildError` when it exists but someone else could have written it."""
-    from pytest_devcaps._util.files import untrusted
-
-    if not path.is_file():
-        return None
-    for item in (path, path.parent):
-        problem = untrusted(item.stat())
-        if problem is not None:
-            raise EmuBuildError(f"refusing to load {path}: {item} is {problem}; remove it or "
-                                f"set {ENV_CACHE_DIR} to a folder of your own")
-    return path
-
-
-def ensure_built(torch_version: str, log: TextIO | None = None) -> tuple[Path, float | None]:
-    """The library for this torch, built first when missing: (path, seconds the build took, or
-    None when it was already built). Progress goes to ``log`` (default stderr)."""
+def ensure_built(torch_version: str, log: TextIO | None = None, *,
+                 verify_in_child: bool = False) -> tuple[Path, float | None]:
+    """The library for this torch, built first when missing or corrupt: (path, seconds the
+    build took, or None when it was already built). A library found is checked
+    (:mod:`pytest_devcaps.emu.loader`): refused when someone else could have written it,
+    rebuilt when it is empty, unrecorded and does not load in a child, or not the file
+    recorded; ``verify_in_child`` loads even a recorded one in a child first (``devcaps emu
+    build``). Progress goes to ``log`` (default stderr)."""
     path = library_path(torch_version)
-    if trusted_library(path) is not None:
-        return path, None
     log = log if log is not None else sys.stderr
-    problem = toolchain_problem()
-    if problem is not None:
-        raise EmuBuildError(f"cannot build the emu backend: {problem}")
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    problem = _found_problem(path, verify_in_child)
+    if problem is None:
+        return path, None
+    if problem is not _MISSING:
+        print(f"devcaps emu: {path} {problem}: rebuilding it", file=log, flush=True)
+        forget(path)
+    toolchain = toolchain_problem()
+    if toolchain is not None:
+        raise EmuBuildError(f"cannot build the emu backend: {toolchain}")
+    _make_folder(path.parent)
     print(f"devcaps emu: building the emulated device extension for torch {torch_version} "
           f"into {path.parent} (once; about a minute)...", file=log, flush=True)
     started = time.monotonic()
     _compile_in_child(path.parent, log)
     took = time.monotonic() - started
-    if trusted_library(path) is None:
-        raise EmuBuildError(f"the emu build finished but left no {path.name} in {path.parent}")
+    _record_built(path)
     print(f"devcaps emu: built {path} in {took:.1f} s", file=log, flush=True)
     return path, took
 
 
+_MISSING = "is missing"
+
+
+def _found_problem(path: Path, verify_in_child: bool) -> str | None:
+    """None when the library found may be loaded as it is; :data:`_MISSING`; else what is
+    wrong with it (it is rebuilt). A refusal raises."""
+    opened = open_checked(path, build_root())
+    if opened is None:
+        return _MISSING
+    try:
+        why = corruption(opened)
+        if why is not None and not why.startswith("no digest"):
+            return why
+        if why is None and not verify_in_child:
+            return None
+        failure = load_in_child(path)
+        if failure is not None:
+            return f"is corrupt: {failure}"
+        if why is not None:  # built before digests were recorded, and it loads
+            _write_digest(path, opened.digest)
+        return None
+    finally:
+        opened.close()
+
+
+def _record_built(path: Path) -> None:
+    """After a build: the library must be there, pass the checks and load in a child; then its
+    digest is recorded, and only then is it ever loaded here."""
+    opened = open_checked(path, build_root())
+    if opened is None:
+        raise EmuBuildError(f"the emu build finished but left no {path.name} in {path.parent}")
+    try:
+        failure = load_in_child(path)
+        if failure is not None:
+            raise EmuBuildError(f"the emu build made {path}, but {failure}")
+        _write_digest(path, opened.digest)
+    finally:
+        opened.close()
+
+
+def is_built(torch_version: str) -> bool:
+    """Whether a library for this torch is there, ours and the one recorded (nothing is built,
+    loaded or raised)."""
+    try:
+        opened = open_checked(library_path(torch_version), build_root())
+    except (EmuBuildError, OSError):
+        return False
+    if opened is None:
+        return False
+    try:
+        return corruption(opened) is None
+    finally:
+        opened.close()
+
+
+def open_library(torch_version: str) -> OpenLibrary:
+    """The library for this torch, built or rebuilt as :func:`ensure_built` does, open by
+    descriptor and matching its recorded digest: load ``load_path`` of what this returns."""
+    path, _ = ensure_built(torch_version)
+    opened = open_checked(path, build_root())
+    if opened is None:
+        raise EmuBuildError(f"{path} disappeared after it was built")
+    why = corruption(opened)
+    if why is not None:
+        opened.close()
+        raise EmuBuildError(f"refusing to load {path}: {why}; run devcaps emu build")
+    return opened
+
+
+def _cache_error(folder: Path, exc: OSError) -> EmuBuildError:
+    return EmuBuildError(f"cannot use the emu cache folder {folder}: {exc.strerror or exc}; "
+                         f"set {ENV_EMU_CACHE_DIR} to a folder of your own that you can write")
+
+
+def _make_folder(folder: Path) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise PermissionError(13, "Permission denied (the folder is read-only)")
+    except OSError as exc:
+        raise _cache_error(folder, exc) from None
+
+
+def _write_digest(path: Path, digest: str) -> None:
+    try:
+        record_digest(path, digest)
+    except OSError as exc:
+        raise _cache_error(path.parent, exc) from None
+
+
+#: What the build child runs (``sys.argv[2]``: the build folder), after entering the caller's
+#: process lifetime: the compiler and ninja below it die with the CLI or pytest.
+COMPILE_CODE = ("from pytest_devcaps.emu.extension import compile_library; "
+                "compile_library(sys.argv[2])")
+
+
 def _compile_in_child(directory: Path, log: TextIO) -> None:
+    from pytest_devcaps._util.process_lifetime import ENTER_CODE, stop_tree
+
     env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
-    command = [sys.executable, "-c", "import sys; from pytest_devcaps.emu.extension import compile_"
-               "library; compile_library(sys.argv[1])", str(directory)]
+    command = [sys.executable, "-c", ENTER_CODE + COMPILE_CODE, str(os.getpid()), str(directory)]
     with tempfile.TemporaryFile("w+", encoding="utf-8") as output:
-        child = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT, text=True)
-        code = _wait_with_progress(child, log, directory)
+        child = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT,
+                                 start_new_session=os.name == "posix")
+        try:
+            code = _wait_with_progress(child, log, directory)
+        finally:
+            stop_tree(child)  # what the build left (ninja, g++), setsid or not; an interrupt too
         output.seek(0)
         text = output.read()
     if code != 0:
@@ -137,7 +239,7 @@ PROGRESS_EVERY_S = 15.0
 """How often a build in progress says so (the compile step is silent otherwise)."""
 
 
-def _wait_with_progress(child: subprocess.Popen[str], log: TextIO, directory: Path) -> int:
+def _wait_with_progress(child: subprocess.Popen[bytes], log: TextIO, directory: Path) -> int:
     """The child's exit code; meanwhile a line on ``log`` every :data:`PROGRESS_EVERY_S` with
     the compile step's elapsed time. Past :data:`BUILD_TIMEOUT_S` the child is killed."""
     started = time.monotonic()
@@ -147,8 +249,9 @@ def _wait_with_progress(child: subprocess.Popen[str], log: TextIO, directory: Pa
         except subprocess.TimeoutExpired:
             elapsed = time.monotonic() - started
             if elapsed >= BUILD_TIMEOUT_S:
-                child.kill()
-                child.wait()
+                from pytest_devcaps._util.process_lifetime import stop_tree
+
+                stop_tree(child)  # the guardian first: what the build started goes with it
                 raise EmuBuildError(f"the emu build did not finish in {BUILD_TIMEOUT_S:.0f} s "
                                     f"(folder {directory})") from None
             print(f"devcaps emu: compiling {', '.join(s.name for s in SOURCES)} "

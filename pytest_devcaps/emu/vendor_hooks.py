@@ -21,6 +21,24 @@ if TYPE_CHECKING:
 hookimpl = pluggy.HookimplMarker("pytest")
 
 
+@hookimpl(tryfirst=True)
+def pytest_configure(config: object) -> None:
+    """A bad emu device count is a usage error when pytest starts (one line, exit 4), before a
+    test module's ``import torch`` fails in torch's autoload, and the next one's crashes on the
+    half-imported torch. Reads the environment only (no torch)."""
+    import os
+
+    from pytest_devcaps.emu.config import EmuConfigError, device_count, requested
+
+    if requested(os.environ):
+        try:
+            device_count(os.environ)
+        except EmuConfigError as exc:
+            import pytest
+
+            raise pytest.UsageError(str(exc)) from None
+
+
 @hookimpl(optionalhook=True)
 def pytest_devcaps_register_backends(registrar: BackendRegistrar) -> None:
     from pytest_devcaps.emu.adapter import EmuAdapter

@@ -34,7 +34,6 @@ import os
 import signal
 import sys
 import threading
-import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -341,18 +340,15 @@ def _wait_done(store: RankStore) -> None:
 
 _LAUNCHER_GONE = signal.SIGTERM
 """The signal a rank sends itself when its launcher is gone (the SIGTERM path, then)."""
-_WATCH_S = 0.5
 
 
 def watch_launcher(session: RankSession) -> None:
     """A thread that notices the launcher (this process's parent) is gone, and stops the rank
     as the launcher's SIGTERM would: a rank never runs on as an orphan (a SIGKILLed torchrun
     sends nothing). The reason is set first so the rank says the launcher died."""
-    parent = os.getppid()
+    from pytest_devcaps._util.process_lifetime import watch_parent
 
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(_WATCH_S)
+    def stop() -> None:
         session.why_stopped = "the launcher is gone (killed), and this rank with it"
         session.store.gone = True
         try:
@@ -360,14 +356,14 @@ def watch_launcher(session: RankSession) -> None:
         except OSError:
             pass
 
-    threading.Thread(target=watch, name="devcaps-launcher-watch", daemon=True).start()
+    watch_parent(stop, name="devcaps-launcher-watch")
 
 
 def reap_at_exit() -> None:
     """Make this rank a child subreaper (Linux) and kill what is left below it at exit: a
     ``setsid`` grandchild a test started no longer outlives the run. Registered first, so it
     runs after the ranks' last words (atexit runs in reverse)."""
-    from pytest_devcaps._util.guardian import become_subreaper, kill_descendants
+    from pytest_devcaps._util.process_lifetime import become_subreaper, kill_descendants
 
     if become_subreaper():
         atexit.register(kill_descendants, os.getpid(), deadline_s=5.0)

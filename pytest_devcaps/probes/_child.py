@@ -6,13 +6,9 @@ Started by :mod:`pytest_devcaps.probes.runner` as ``python -c``; reads its reque
 probes print goes to stderr, so it cannot corrupt the protocol. Imports neither pytest nor
 the plugin.
 
-It leaves no orphan: on Linux it first splits into a guardian and the worker that runs the
-probes (:func:`pytest_devcaps._util.guardian.guard`): the guardian kills every process the
-probes started, ``setsid`` ones included, when the worker ends, when the runner stops it and
-when pytest dies (SIGKILL included). The worker asks the kernel to SIGKILL it when its parent
-dies (``PR_SET_PDEATHSIG``; the runner's calling thread waits for the child, so the
-thread-scoped signal cannot fire early) and starts a thread that kills its process group once
-its parent pid changes (other POSIX systems; Linux when prctl is unavailable).
+It leaves no orphan (:func:`pytest_devcaps._util.process_lifetime.enter`): on Linux a guardian
+kills every process the probes started, ``setsid`` ones included, when the worker ends, when the
+runner stops it and when pytest dies (SIGKILL included); elsewhere a parent watch ends it.
 """
 
 from __future__ import annotations
@@ -20,43 +16,12 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import signal
 import sys
-import threading
-import time
 from typing import IO, Any, Callable, NoReturn
 
-from pytest_devcaps._util.guardian import guard
+from pytest_devcaps._util.process_lifetime import enter
 from pytest_devcaps.probes.base import brief, call_probe
 from pytest_devcaps._util.qualnames import resolve
-
-
-#: Exit code of a child whose parent was already gone when it started.
-ORPHAN_EXIT_CODE = 70
-_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-
-
-def die_with_parent(parent_pid: int) -> None:
-    """Never outlive ``parent_pid``: PR_SET_PDEATHSIG, then a parent-watch thread."""
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-        except (OSError, AttributeError):
-            pass  # the watch thread below still applies
-    if os.getppid() != parent_pid:  # the parent died before the kernel could be asked
-        os._exit(ORPHAN_EXIT_CODE)
-
-    def watch() -> None:
-        while os.getppid() == parent_pid:
-            time.sleep(0.5)
-        if hasattr(os, "killpg"):
-            os.killpg(os.getpgrp(), signal.SIGKILL)  # this child leads its own group
-        os._exit(ORPHAN_EXIT_CODE)
-
-    threading.Thread(target=watch, name="devcaps-parent-watch", daemon=True).start()
 
 
 def _preload(modules: list[str]) -> None:
@@ -118,11 +83,11 @@ def main() -> int:
 def serve(parent_pid: int | None = None) -> NoReturn:
     """Run :func:`main` and leave without interpreter teardown (some device runtimes hang in it).
 
-    ``parent_pid``: the runner's pid; the child dies with it (:func:`die_with_parent`).
+    ``parent_pid``: the runner's pid; the child and what it starts die with it
+    (:func:`pytest_devcaps._util.process_lifetime.enter`).
     """
     if parent_pid is not None:
-        guardian = guard(parent_pid)  # returns in the worker; the guardian never returns
-        die_with_parent(parent_pid if guardian is None else guardian)
+        enter(parent_pid)
     try:
         code = main()
     finally:

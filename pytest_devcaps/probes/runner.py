@@ -6,7 +6,7 @@ killed from outside (SIGKILL, SIGTERM: the OOM killer, a user), a failure of the
 itself. A probe that raised, crashed on its own (SIGSEGV, SIGABRT) or exited is an answer.
 
 The child leaves no orphan, nor do the processes a probe starts: it runs in its own session
-under a guardian (:mod:`pytest_devcaps._util.guardian`, Linux) that kills the whole tree, ``setsid``
+under a guardian (:mod:`pytest_devcaps._util.process_lifetime`, Linux) that kills the whole tree, ``setsid``
 descendants included, when the probes end, when :meth:`_Child.stop` asks (SIGTERM) and when
 pytest dies (SIGKILL included); elsewhere it watches its parent's pid (:mod:`.probes._child`).
 """
@@ -26,7 +26,7 @@ from typing import IO, Any, Mapping, Sequence
 
 from pytest_devcaps.model import Level, ProbeOutcome
 from pytest_devcaps.probes.base import ProbeSpec, brief, call_probe
-from pytest_devcaps._util.guardian import stop_tree
+from pytest_devcaps._util.process_lifetime import stop_tree
 from pytest_devcaps._util.qualnames import NotImportableError
 
 #: Seconds a fresh child may take to import torch and the probe modules before "ready".

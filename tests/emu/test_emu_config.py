@@ -13,7 +13,8 @@ import torch
 
 from pytest_devcaps.emu import DEVICES_ENV, VISIBLE_ENV
 from pytest_devcaps.emu.autoload import autoload
-from pytest_devcaps.emu.extension import CACHE_ENV, EmuBuildError, ensure_built, trusted_library
+from pytest_devcaps.emu.extension import CACHE_ENV, EmuBuildError, ensure_built
+from pytest_devcaps.emu.loader import check_location
 from pytest_devcaps.emu.config import EmuConfigError, device_count, requested
 
 
@@ -73,8 +74,8 @@ def test_a_library_others_can_write_is_refused(tmp_path: Path) -> None:
     library.write_bytes(b"\x7fELF")
     library.chmod(0o666)
     with pytest.raises(EmuBuildError, match="writable by others"):
-        trusted_library(library)
-    assert trusted_library(tmp_path / "missing.so") is None
+        check_location(library, tmp_path)
+    assert check_location(tmp_path / "missing.so", tmp_path) is None
 
 
 def test_import_torch_fails_loudly_when_it_cannot_build(tmp_path: Path) -> None:

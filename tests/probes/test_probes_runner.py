@@ -263,7 +263,7 @@ def test_a_hanging_probe_child_dies_with_its_killed_parent(tmp_path: Path, sig: 
 _WATCHED_CHILD = textwrap.dedent("""
     import subprocess, sys
     code = ("import os, sys, time; sys.platform = 'darwin'; "  # no prctl: the watch thread only
-            "from pytest_devcaps.probes._child import die_with_parent; "
+            "from pytest_devcaps._util.process_lifetime import die_with_parent; "
             "die_with_parent(os.getppid()); "
             "open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(600)")
     subprocess.Popen([sys.executable, "-c", code, sys.argv[1]], start_new_session=True).wait()

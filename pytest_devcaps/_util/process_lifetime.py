@@ -1,20 +1,25 @@
-"""A guardian between pytest and a child process it starts, so the child's whole tree dies with it.
+"""Process lifetime: no child devcaps starts, nor anything it starts, outlives pytest or the CLI.
 
-A probe child or a rank may start processes of its own (a compiler, ``sleep 1000``, a helper that
-calls ``setsid`` and leaves the process group). Killing the child's process group misses those
-that left it, and a child killed by ``PR_SET_PDEATHSIG`` leaves its own children to init. So, on
-Linux, the child calls :func:`guard` first thing (it was started in a new session): the process
-forks; the original becomes the *guardian*, a child subreaper (``PR_SET_CHILD_SUBREAPER``: every
-orphan below it is reparented to it, ``setsid`` or not), and the fork goes on as the worker.
+The one place that says how a child dies with its parent (probe children, ranks, the emu build,
+``lint --fix --verify`` runs all use it). A child started in a new session calls :func:`enter`
+first thing (``python -c`` with :data:`ENTER_CODE` in front of its own code):
 
-The guardian waits. When the worker exits, it kills every descendant left and exits as the worker
-did (the same code, or the same signal), so the caller sees the worker's fate. When pytest dies
-(SIGKILL included: ``PR_SET_PDEATHSIG`` sends the guardian SIGTERM, and a timer checks the parent
-pid) or the caller stops it with SIGTERM, it kills the whole tree, worker included, with SIGKILL
-(no Python in the tree has to cooperate: a rank stuck in C code holding the GIL dies too). SIGUSR1
-(stack dumps of a hung rank) is passed on to the worker. The worker itself dies by SIGKILL if the
-guardian dies. Elsewhere (no ``prctl``) :func:`guard` returns without forking and the caller's own
-parent watch applies. Standard library only; the guardian never imports anything heavy.
+* on Linux the process forks (:func:`guard`); the original becomes the *guardian*, a child
+  subreaper (``PR_SET_CHILD_SUBREAPER``: every orphan below it is reparented to it, ``setsid``
+  or not), and the fork goes on as the worker. The guardian waits. When the worker exits, it
+  kills every descendant left and exits as the worker did (the same code, or the same signal),
+  so the caller sees the worker's fate. When the caller dies (SIGKILL included:
+  ``PR_SET_PDEATHSIG`` sends the guardian SIGTERM, and a timer checks the parent pid) or stops
+  it with SIGTERM (:func:`stop_tree`), it kills the whole tree, worker included, with SIGKILL (no
+  Python in the tree has to cooperate: a rank stuck in C code holding the GIL dies too). SIGUSR1
+  (stack dumps of a hung rank) is passed on to the worker.
+* the worker dies by SIGKILL when the guardian dies (:func:`die_with_parent`), and a thread
+  watches its parent's pid where the kernel cannot be asked (other POSIX systems).
+
+Descendants are found through ``/proc`` and followed through zombies: a worker with threads (torch
+imports thread pools) is a zombie leader while its other threads exit, and its children are still
+its own until the last thread is gone; they are killed and waited for, not missed. Standard
+library only; nothing heavy is imported here.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from types import FrameType
 from typing import Any, Callable, NoReturn
@@ -52,15 +58,62 @@ def _prctl() -> Callable[..., int] | None:
         return None
 
 
-def die_with_parent(parent_pid: int, exit_code: int = STOPPED_EXIT_CODE) -> bool:
+#: What a ``python -c`` child runs first (``sys.argv[1]``: the caller's pid); its own code follows.
+ENTER_CODE = ("import sys; from pytest_devcaps._util.process_lifetime import enter; "
+              "enter(int(sys.argv[1])); ")
+
+
+def enter(parent_pid: int, exit_code: int = STOPPED_EXIT_CODE) -> int:
+    """What a child started in a new session calls first: :func:`guard` (Linux), then
+    :func:`die_with_parent` with the parent it now has (the guardian, or ``parent_pid``) and a
+    parent watch. Returns that parent's pid."""
+    guardian = guard(parent_pid)  # returns in the worker; the guardian never returns
+    parent = parent_pid if guardian is None else guardian
+    die_with_parent(parent, exit_code)
+    return parent
+
+
+def die_with_parent(parent_pid: int, exit_code: int = STOPPED_EXIT_CODE, *,
+                    watch: bool = True) -> bool:
     """Ask the kernel for SIGKILL when ``parent_pid`` (our parent) dies; exit at once when it is
-    already gone. False where the kernel cannot be asked (the caller watches instead)."""
+    already gone; with ``watch``, a thread exits too (killing our process group when we lead
+    it) once the parent pid changes, where the kernel cannot be asked or a thread-scoped
+    ``PR_SET_PDEATHSIG`` was missed. False where the kernel cannot be asked."""
     prctl = _prctl()
     if prctl is not None:
         prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
     if os.getppid() != parent_pid:
         os._exit(exit_code)
+    if watch:
+        watch_parent(lambda: _leave(exit_code), parent_pid)
     return prctl is not None
+
+
+def _leave(exit_code: int) -> None:
+    if hasattr(os, "killpg") and os.getpgrp() == os.getpid():
+        os.killpg(os.getpgrp(), signal.SIGKILL)  # we lead our own group: it goes with us
+    os._exit(exit_code)
+
+
+WATCH_S = 0.5
+"""How often a parent watch looks at the parent's pid."""
+
+
+def watch_parent(on_gone: Callable[[], None], parent_pid: int | None = None,
+                 name: str = "devcaps-parent-watch") -> threading.Thread:
+    """A daemon thread that calls ``on_gone`` once this process's parent is no longer
+    ``parent_pid`` (default: the parent now): the one parent watch of ranks, probe children and
+    launched ranks."""
+    parent = os.getppid() if parent_pid is None else parent_pid
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(WATCH_S)
+        on_gone()
+
+    thread = threading.Thread(target=watch, name=name, daemon=True)
+    thread.start()
+    return thread
 
 
 def become_subreaper() -> bool:
@@ -85,7 +138,6 @@ def guard(parent_pid: int) -> int | None:
     if pid == 0:
         for number, handler in previous.items():
             signal.signal(number, handler)
-        die_with_parent(guardian)
         return guardian
     worker.append(pid)
     _serve_as_guardian(pid, parent_pid, prctl)
@@ -176,9 +228,11 @@ def _exit_like(status: int | None) -> NoReturn:
     os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else STOPPED_EXIT_CODE)
 
 
-def descendants(root: int) -> list[int]:
-    """The live (not zombie) processes below ``root``, read from ``/proc``."""
-    children: dict[int, list[int]] = {}
+def process_tree(root: int) -> tuple[list[int], list[int]]:
+    """(live, zombie) processes below ``root``, read from ``/proc``. The walk goes on through
+    zombies: a process whose leader thread has exited shows as a zombie while its other
+    threads still run, and its children are still its own."""
+    children: dict[int, list[tuple[int, bool]]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -187,30 +241,37 @@ def descendants(root: int) -> list[int]:
                 fields = handle.read().rsplit(b")", 1)[1].split()
         except (OSError, IndexError):
             continue
-        if fields and fields[0] != b"Z":
-            children.setdefault(int(fields[1]), []).append(int(entry))
-    found: list[int] = []
+        if len(fields) > 1:
+            children.setdefault(int(fields[1]), []).append((int(entry), fields[0] == b"Z"))
+    live: list[int] = []
+    zombies: list[int] = []
     pending = [root]
     while pending:
-        below = children.get(pending.pop(), [])
-        found.extend(below)
-        pending.extend(below)
-    return found
+        for pid, zombie in children.get(pending.pop(), []):
+            (zombies if zombie else live).append(pid)
+            pending.append(pid)
+    return live, zombies
+
+
+def descendants(root: int) -> list[int]:
+    """The live (not zombie) processes below ``root``."""
+    return process_tree(root)[0]
 
 
 def kill_descendants(root: int, *, deadline_s: float = 10.0) -> None:
-    """SIGKILL every process below ``root`` (this process) until none is left, reaping them;
-    orphans of killed processes come to ``root`` as the subreaper and are killed in turn."""
+    """SIGKILL every process below ``root`` (this process) until none is left, zombies
+    reaped; orphans of killed processes come to ``root`` as the subreaper and are killed in
+    turn. A zombie leader is signalled too (its other threads may still run)."""
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
-        left = descendants(root)
-        for pid in left:
+        live, zombies = process_tree(root)
+        for pid in (*live, *zombies):
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
         _reap()
-        if not left:
+        if not live and not zombies:
             return
         time.sleep(0.01)
 
