@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import fnmatch
 import io
+import re
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +43,10 @@ class SourceFile:
         self.path = path
         self.text = text
         self.tree = tree
-        self.lines = text.splitlines()
+        # lines as the tokenizer counts them: only \n, \r\n and \r end one (str.splitlines would
+        # also split at a form feed or U+2028, and every line number after it would be off)
+        self.lines_kept = source_lines(text)
+        self.lines = [line.rstrip("\r\n") for line in self.lines_kept]
         self.pragmas: dict[int, Pragma] = {}
         self.bad_pragmas: list[tuple[int, int, str]] = []
         # the vocabulary --fix writes: "devcaps" (this plugin's decorators) or "torch" (torch only)
@@ -74,7 +78,10 @@ class SourceFile:
     def char_col(self, line: int, byte_col: int) -> int:
         if not 0 < line <= len(self.lines):
             return byte_col
-        return len(self.lines[line - 1].encode("utf-8")[:byte_col].decode("utf-8", "replace"))
+        text = self.lines[line - 1]
+        if text.isascii():  # a byte is a character: no need to encode a long line per node
+            return byte_col
+        return len(text.encode("utf-8")[:byte_col].decode("utf-8", "replace"))
 
     def span(self, node: ast.AST) -> Span:
         line = getattr(node, "lineno", 1)
@@ -83,11 +90,40 @@ class SourceFile:
                     end_line, self.char_col(end_line, getattr(node, "end_col_offset", None) or 0))
 
     def segment(self, node: ast.AST) -> str:
-        return ast.get_source_segment(self.text, node) or ""
+        """``ast.get_source_segment(self.text, node)`` from the lines split once (that function
+        splits the whole file again on every call: quadratic over a file's nodes)."""
+        try:
+            line, end_line = node.lineno - 1, node.end_lineno  # type: ignore[attr-defined]
+            start, end = node.col_offset, node.end_col_offset  # type: ignore[attr-defined]
+        except AttributeError:
+            return ""
+        if end_line is None or end is None or not 0 <= line < end_line <= len(self.lines_kept):
+            return ""
+        end_line -= 1
+        if line == end_line:
+            return _cut(self.lines_kept[line], start, end)
+        return "".join((_cut(self.lines_kept[line], start, None), *self.lines_kept[line + 1:end_line],
+                        _cut(self.lines_kept[end_line], 0, end)))
 
     def allowed(self, line: int, code: str) -> bool:
         pragma = self.pragmas.get(line)
         return pragma is not None and pragma.allows(code)
+
+
+def source_lines(text: str) -> list[str]:
+    """``text``'s lines, line ends kept, split where Python's tokenizer ends a line (``\n``,
+    ``\r\n``, ``\r``) and nowhere else (as ``ast``'s own ``_splitlines_no_ff``)."""
+    return _LINE.findall(text)
+
+
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
+def _cut(line: str, start: int, end: int | None) -> str:
+    """Columns ``start:end`` of ``line``, counted in UTF-8 bytes as ``ast`` counts them."""
+    if line.isascii():
+        return line[start:end]
+    return line.encode("utf-8")[start:end].decode("utf-8", "replace")
 
 
 def parse_source(text: str, path: str) -> SourceFile | tuple[int, int, str]:
