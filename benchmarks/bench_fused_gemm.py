@@ -26,7 +26,11 @@ bf16 inputs of the same shape, both with ``b`` column-major ([N, K] storage, the
 and fp32 linear, oneDNN's fp8 ``qlinear_pointwise``).
 GPU sweep (--gpu-sweep, for .ci/gpu-check): fp8 e4m3fn rowwise, M = N = 8192 by default, K from
 256 to 8192: fused against ``torch._scaled_mm`` + eager epilogue and ``_scaled_mm`` alone, with
-numerics against a float64 reference.
+numerics against a float64 reference, and next to each time the roofline floor of that shape on
+that GPU (bytes moved / memory bandwidth or FLOPs / dense fp8 tensor throughput, from the
+vendor's datasheet: benchmarks/gpu_datasheets.py) with measured / floor for fused and bare.
+--op-sweep (every epilogue op and reduction against Inductor and eager, CPU) and
+--threading-check (torch's small ops before / after a fused call) run the scripts named there.
 
     python benchmarks/bench_fused_gemm.py --runs 2 --repeat 5
     python benchmarks/bench_fused_gemm.py --shapes 512x512x512,3000x3000x333:g60 --no-inductor
@@ -50,6 +54,7 @@ import torch.nn.functional as F
 
 from devcaps_kernels import Reduce, last_backend, scaled_mm
 from devcaps_kernels import epilogue as ep
+from gpu_datasheets import fused_gemm_traffic, peaks_for
 
 ISSUE_SHAPES = ("4096x4096x4096,4096x4096x256,8192x1024x64,16384x512x128,65536x256x64,"
                 "8192x8192x64,512x512x512")
@@ -323,12 +328,25 @@ def _float64_numerics(a, b, sa, sb, bias, y: torch.Tensor) -> tuple[float, float
     return y_err, errors[0], errors[1]
 
 
-def gpu_sweep(device: torch.device, m: int, n: int, ks: list[int], repeat: int) -> str:
+def _floor_cells(peaks, m: int, n: int, k: int, t: dict[str, float]) -> tuple[str, str]:
+    """(floor ms and its roof, measured / floor of fused and bare) for one K; "-" without peaks."""
+    if peaks is None:
+        return "-", "-"
+    floor, roof = peaks.floor_s(2.0 * m * n * k, fused_gemm_traffic(m, n, k, n // 64), fp8=True)
+    bare, _ = peaks.floor_s(2.0 * m * n * k, m * k + k * n + 2 * m * n + 4 * (m + n), fp8=True)
+    return (f"{floor * 1e3:.4g} {roof}",
+            f"{t['fused'] / (floor * 1e3):.2f} / {t['bare'] / (bare * 1e3):.2f}")
+
+
+def gpu_sweep(device: torch.device, m: int, n: int, ks: list[int], repeat: int, peaks=None) -> str:
+    where = (f"floor: bytes / {peaks.bandwidth / 1e12:.2f} TB/s or FLOPs / {peaks.fp8 / 1e12:.0f} dense fp8 "
+             f"TFLOP/s ({peaks.name}, {peaks.source}), whichever is larger" if peaks is not None and peaks.fp8
+             else "floor: no datasheet entry for this GPU (pass --peak TB/s,bf16,fp8)")
     lines = [f"GPU sweep: fp8 e4m3fn rowwise, M={m} N={n}, bias + gelu(tanh) + sum + sumsq + sum(group=64), "
              f"best of {repeat} rounds (ms); speedup = (_scaled_mm + eager epilogue) / fused; errors against "
-             f"float64 (acc err: fp32 accumulator, <= {5e-5:.0e} expected; fast err: fast_accum=True)",
+             f"float64 (acc err: fp32 accumulator, <= {5e-5:.0e} expected; fast err: fast_accum=True); {where}",
              f"{'K':>6} {'backend':>8} {'fused':>8} {'fast':>8} {'sm+eager':>9} {'bare sm':>8} {'speedup':>8} "
-             f"{'bare/fused':>10} {'y err':>9} {'acc err':>9} {'fast err':>9} {'goal':>24}"]
+             f"{'bare/fused':>10} {'floor':>16} {'x floor f/bare':>15} {'y err':>9} {'acc err':>9} {'fast err':>9} {'goal':>24}"]
     print("\n".join(lines), flush=True)
     for k in ks:
         a = (torch.randn(m, k, device=device) * 4).to(torch.float8_e4m3fn)
@@ -346,10 +364,12 @@ def gpu_sweep(device: torch.device, m: int, n: int, ks: list[int], repeat: int) 
         backend = str(last_backend())
         y_err, acc_err, fast_err = _float64_numerics(a, b, sa, sb, bias, y)
         speedup, bare_ratio = t["eager"] / t["fused"], t["bare"] / t["fused"]
+        floor, over = _floor_cells(peaks, m, n, k, t)
         goal = (f"speedup>=1.2: {'met' if speedup >= 1.2 else 'MISSED'}" if k <= 1024 else
                 f"bare/fused>=0.9: {'met' if bare_ratio >= 0.9 else 'MISSED'}" if k == 4096 else "")
         lines.append(f"{k:6d} {backend:>8} {t['fused']:8.3f} {t['fast']:8.3f} {t['eager']:9.3f} {t['bare']:8.3f} "
-                     f"{speedup:8.2f} {bare_ratio:10.2f} {y_err:9.2e} {acc_err:9.2e} {fast_err:9.2e} {goal:>24}")
+                     f"{speedup:8.2f} {bare_ratio:10.2f} {floor:>16} {over:>15} {y_err:9.2e} {acc_err:9.2e} "
+                     f"{fast_err:9.2e} {goal:>24}")
         print(lines[-1], flush=True)
     return "\n".join(lines)
 
@@ -392,6 +412,12 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--split-study", default="", help="CPU: one block vs two pooled blocks on these shapes")
     parser.add_argument("--sweep-mn", default="8192x8192", help="M x N of the GPU sweep")
     parser.add_argument("--ks", default="256,512,1024,2048,4096,8192", help="K values of the GPU sweep")
+    parser.add_argument("--peak", default=None, help="GPU sweep: TB/s,bf16 TFLOP/s,fp8 TFLOP/s for a GPU "
+                        "without a datasheet entry (benchmarks/gpu_datasheets.py)")
+    parser.add_argument("--op-sweep", action="store_true", help="CPU: every epilogue op and reduction, "
+                        "fused vs Inductor vs eager (benchmarks/bench_epilogue_ops_cpu.py)")
+    parser.add_argument("--threading-check", action="store_true", help="CPU: torch's small ops before / "
+                        "after a fused call (benchmarks/bench_cpu_threading.py)")
     return parser.parse_args(argv)
 
 
@@ -435,8 +461,15 @@ def main(argv: list[str] | None = None) -> int:
         name = getattr(torch.get_device_module(device), "get_device_name", None) if device.type != "cpu" else None
         if name is not None:
             print(f"device model: {name(device)}")
-        gpu_sweep(device, m, n, [int(k) for k in args.ks.split(",")], args.repeat)
+        model = name(device) if name is not None else str(device)
+        gpu_sweep(device, m, n, [int(k) for k in args.ks.split(",")], args.repeat, peaks_for(model, args.peak))
         return 0
+    if args.op_sweep or args.threading_check:
+        import bench_cpu_threading
+        import bench_epilogue_ops_cpu
+
+        return (bench_epilogue_ops_cpu.main([]) if args.op_sweep else 0) or (
+            bench_cpu_threading.main([]) if args.threading_check else 0)
     if args.split_study:
         _allow_one_compile_per_shape(8)
         print(f"{time.strftime('%Y-%m-%d %H:%M')}, torch {torch.__version__}, {cpu_name()}, "

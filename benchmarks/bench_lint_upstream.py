@@ -1,24 +1,39 @@
-"""`devcaps lint` and `devcaps lint --fix` measured on real upstream CUDA-only test files (issue 18).
+"""`devcaps lint` / `--fix` measured on real upstream CUDA-only test files (issues 18 and 27).
 
-For every file in the manifest (benchmarks/lint_upstream_files.txt: repository, commit, path) that
-is present under UPSTREAM_DIR/<owner>/<name>/<path>, in a temporary copy:
+Re-run it against whatever lint is installed (the lint, the ``devcaps`` script and the run
+machinery all come from the environment the script runs in; nothing is imported from this tree):
 
-- ``devcaps lint --format json``: the findings, per rule code (found) and how many are fixable;
-- ``devcaps lint --fix`` for ``--target devcaps`` and ``--target torch`` (while the installed lint
-  has no ``--target``, the devcaps target runs plain ``--fix`` and the torch target is recorded as
-  unsupported): what is left per rule code (a fresh ``devcaps lint --format json`` of the
-  result), fixed = found - left, whether the output parses (``ast.parse``) and whether a second
-  ``--fix`` changes nothing;
-- for pytorch/pytorch files (they need only torch): ``python -m pytest FILE -q -p no:randomly``
-  on the original and on each converted copy, in a subprocess with a timeout, recording
-  collection errors and every test's outcome (passed, skipped with its reason, failed).
+    . .venv/bin/activate                         # torch 2.13 (CI's), pytest-devcaps installed (-e .)
+    devcaps emu build                            # once: the emu runs need it
+    python benchmarks/bench_lint_upstream.py /work/upstream --label "lead <commit>" \\
+        --torch214 .venv214/bin/python \\
+        --test-linter /work/upstream/pytorch/pytorch/tools/linter/adapters/test_linter.py
+    python benchmarks/bench_lint_upstream.py --fetch-list [/work/upstream]   # what to fetch first
 
-It prints a table and writes benchmarks/results/lint_upstream_<date>_<cpu-model>-<isa>.md with the
-repository, path, commit and counts of every file. Third-party code is never committed: the
-files live outside the repository (``--fetch-list`` prints what to fetch).
+(``.venv214``: ``python3 -m venv .venv214 && . .venv214/bin/activate && pip install torch==2.14.1
+-e ".[test]"``; the test_linter.py commit is in the manifest's header. For more files to import
+here: ``pip install --no-deps fairscale==0.4.13 torchao==0.18.0``.)
 
-    python benchmarks/bench_lint_upstream.py /work/upstream [--label baseline] [--no-run]
-    python benchmarks/bench_lint_upstream.py --fetch-list [/work/upstream]
+For every file of the manifest (benchmarks/lint_upstream_files.txt: repository, commit, path)
+present under UPSTREAM_DIR/<owner>/<name>/<path>, in temporary copies, per target
+(``--target devcaps``, ``--target torch``):
+
+- found: ``devcaps lint --format json`` on the original, per rule code; fixed / left: the
+  migration report of ``devcaps lint --fix --format json`` (checked: fixed + left == found per
+  rule code), and measured left: a fresh ``devcaps lint`` of the output (checked: equal to left);
+- new ruff findings (``ruff check --select F,E4,E7,E9``) in the output that the original lacks;
+  whether the output parses and whether a second ``--fix`` changes nothing;
+- for every file that imports here (its original collects without an ImportError): every test's
+  outcome, original vs converted, under the plugin (``pytest_devcaps.commands.verify_runs``: a
+  guarded process tree per run, outcomes per test), on the CPU alone and on the CPU with 2 emu
+  devices (``PYTEST_DEVCAPS_EMU_DEVICES=2``), matched per test as ``--fix --verify`` matches them;
+  the tests whose outcome got worse (must be 0), the passing tests gained, new and vanished ones;
+- with ``--torch214``: the ``--target torch`` output of each pytorch/pytorch file made by the
+  lint installed in that interpreter (torch 2.14.1: ``HardwareClassification``), checked with
+  PyTorch's own ``TEST_LINTER`` rules (``--test-linter``: its ``check_file``), errors counted.
+
+It prints the tables and writes benchmarks/results/lint_upstream_<date>_<cpu-model>-<isa>[_<label>].md.
+Third-party code is never committed: the files live outside the repository.
 """
 
 from __future__ import annotations
@@ -27,6 +42,7 @@ import argparse
 import ast
 import collections
 import datetime
+import importlib.util
 import json
 import os
 import re
@@ -34,19 +50,26 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 MANIFEST = HERE / "lint_upstream_files.txt"
 TARGETS = ("devcaps", "torch")
-RUNNABLE_REPOS = ("pytorch/pytorch",)  # need only torch, so they run here
-# The console script installed beside this interpreter (its module may move; the command does not).
-DEVCAPS = [str(Path(sys.executable).with_name("devcaps")) if Path(sys.executable).with_name("devcaps").is_file()
-           else shutil.which("devcaps") or "devcaps"]
+RUFF_SELECT = "F,E4,E7,E9"
+EMU_DEVICES = "2"
+_IMPORT_ERROR = re.compile(r"ModuleNotFoundError|ImportError|No module named|cannot import name")
+
+
+def _script(python: str | Path, name: str) -> str:
+    beside = Path(python).with_name(name)
+    return str(beside) if beside.is_file() else shutil.which(name) or name
+
+
+DEVCAPS = _script(sys.executable, "devcaps")
 
 
 @dataclass(frozen=True)
@@ -61,23 +84,31 @@ class Entry:
 
 
 @dataclass
-class FixOutcome:
-    supported: bool = True
+class TargetResult:
     note: str = ""
+    fixed: dict[str, int] = field(default_factory=dict)  # the migration report's
     left: dict[str, int] = field(default_factory=dict)
+    measured_left: dict[str, int] = field(default_factory=dict)  # a fresh lint of the output
+    report_found: dict[str, int] = field(default_factory=dict)
+    new_ruff: dict[str, int] = field(default_factory=dict)
     parses: bool | None = None
     idempotent: bool | None = None
-    run: dict[str, object] | None = None
+    changed: bool = False
+    runs: dict[str, dict[str, Any]] = field(default_factory=dict)  # environment -> comparison summary
+    test_linter: list[str] | None = None  # TEST_LINTER errors (names + lines), torch target, 2.14.1
 
 
 @dataclass
 class FileResult:
     entry: Entry
+    lines: int
     found: dict[str, int]
     fixable: int
-    lines: int
-    original_run: dict[str, object] | None
-    fixes: dict[str, FixOutcome]
+    imports: bool | None = None  # None: not run
+    import_error: str = ""
+    original_runs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    targets: dict[str, TargetResult] = field(default_factory=dict)
+    original_test_linter: list[str] | None = None
 
 
 def read_manifest(path: Path = MANIFEST) -> list[Entry]:
@@ -109,9 +140,11 @@ def fetch_list(entries: list[Entry], upstream: Path | None) -> int:
     return 0
 
 
-def _devcaps(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*DEVCAPS, "lint", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=600)
+# -- the lint, ruff ---------------------------------------------------------------------------
+
+
+def _devcaps(*args: str, cwd: Path, devcaps: str = DEVCAPS) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([devcaps, "lint", *args], cwd=cwd, capture_output=True, text=True, timeout=900)
 
 
 def lint_json(path: Path) -> tuple[dict[str, int], int]:
@@ -119,108 +152,184 @@ def lint_json(path: Path) -> tuple[dict[str, int], int]:
     done = _devcaps("--format", "json", path.name, cwd=path.parent)
     if done.returncode not in (0, 1, 2) or not done.stdout.strip():
         raise RuntimeError(f"devcaps lint {path}: exit {done.returncode}: {done.stderr[-2000:]}")
-    document = json.loads(done.stdout)
     codes: collections.Counter[str] = collections.Counter()
     fixable = 0
-    for item in document["files"]:
+    for item in json.loads(done.stdout)["files"]:
         for finding in item["findings"]:
             codes[finding["code"]] += 1
             fixable += bool(finding.get("fixable"))
     return dict(sorted(codes.items())), fixable
 
 
-def run_fix(path: Path, target: str) -> tuple[bool, str]:
-    """``devcaps lint --fix [--target T]`` on ``path``; (supported, note)."""
-    done = _devcaps("--fix", "--target", target, path.name, cwd=path.parent)
-    if done.returncode == 2 and "unrecognized arguments: --target" in done.stderr:
-        if target != "devcaps":
-            return False, "--target not supported by this lint"
-        done = _devcaps("--fix", path.name, cwd=path.parent)
-        note = "plain --fix (no --target yet)"
-    else:
-        note = ""
+def fix_json(path: Path, target: str, devcaps: str = DEVCAPS) -> tuple[dict[str, Any] | None, str]:
+    """``devcaps lint --fix --target T --format json`` on ``path``: (its migration entry, note)."""
+    done = _devcaps("--fix", "--target", target, "--format", "json", path.name, cwd=path.parent, devcaps=devcaps)
     errors = [line for line in done.stderr.splitlines() if "error" in line.lower()]
-    return True, "; ".join([note, *errors[:2]]).strip("; ")
-
-
-def pytest_run(path: Path, timeout: float) -> dict[str, object]:
-    """Outcomes of ``python -m pytest path -q -p no:randomly`` (a junit XML report is read)."""
-    report = path.parent / f".{path.stem}.junit.xml"
-    command = [sys.executable, "-m", "pytest", path.name, "-q", "-p", "no:randomly", "-p",
-               "no:cacheprovider", f"--junitxml={report.name}", "-o", "junit_family=xunit2"]
-    started = time.monotonic()
     try:
-        done = subprocess.run(command, cwd=path.parent, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"exit": "timeout", "seconds": round(time.monotonic() - started, 1)}
-    result: dict[str, object] = {"exit": done.returncode, "seconds": round(time.monotonic() - started, 1)}
-    result.update(_junit(report) if report.is_file() else {"error": done.stdout[-1500:]})
-    tail = [line for line in done.stdout.splitlines() if line.startswith(("ERROR", "E ")) and line[2:].strip()]
-    if done.returncode not in (0, 5) and tail:
-        result["error_lines"] = tail[:6]
-    return result
+        migration = json.loads(done.stdout).get("migration") or []
+    except ValueError:
+        return None, f"exit {done.returncode}: {'; '.join(errors[:2]) or done.stderr[-300:]}"
+    entry = next((m for m in migration if Path(m["path"]).name == path.name), None)
+    return entry, "; ".join(errors[:2])
 
 
-def _junit(report: Path) -> dict[str, object]:
-    counts: collections.Counter[str] = collections.Counter()
-    skips: collections.Counter[str] = collections.Counter()
-    failures: list[str] = []
-    for case in ET.parse(report).getroot().iter("testcase"):
-        name = f"{case.get('classname', '')}.{case.get('name', '')}".strip(".")
-        outcome = "passed"
-        for child in case:
-            if child.tag == "skipped":
-                outcome = "skipped"
-                skips[" ".join((child.get("message") or "").split())[:120]] += 1
-            elif child.tag in ("failure", "error"):
-                outcome = "failed" if child.tag == "failure" else "error"
-                failures.append(f"{name}: {' '.join((child.get('message') or '').split())[:160]}")
-        counts[outcome] += 1
-    return {"counts": dict(counts), "skips": dict(skips), "failures": failures[:8]}
+def ruff_codes(path: Path) -> collections.Counter[str]:
+    ruff = _script(sys.executable, "ruff")
+    done = subprocess.run([ruff, "check", "--isolated", "--no-cache", "--select", RUFF_SELECT, "--output-format",
+                           "json", "--exit-zero", str(path)], capture_output=True, text=True, timeout=300)
+    try:
+        return collections.Counter(item["code"] or "syntax" for item in json.loads(done.stdout))
+    except ValueError:
+        return collections.Counter({"ruff-failed": 1})
 
 
-def measure(entry: Entry, upstream: Path, run_tests: bool, timeout: float,
-            keep: Path | None = None) -> FileResult:
+# -- the test runs ------------------------------------------------------------------------------
+
+
+def run_environments() -> list[Any]:
+    """The CPU alone, and the CPU with 2 emu devices (from the installed plugin)."""
+    from pytest_devcaps.commands.verify import environments
+
+    envs, _ = environments({**os.environ, "PYTEST_DEVCAPS_EMU_DEVICES": EMU_DEVICES})
+    return envs
+
+
+def _counts(run: Any) -> dict[str, Any]:
+    counts: dict[str, Any] = dict(sorted(collections.Counter(t.outcome for t in run.tests.values()).items()))
+    if run.collection_errors:
+        counts["collection error"] = f"{len(run.collection_errors)} ({run.collection_errors[0].message[:120]})"
+    return counts
+
+
+def run_original(path: Path, envs: list[Any], timeout: float) -> tuple[dict[str, Any], str]:
+    from pytest_devcaps.commands.verify_runs import run_pytest
+
+    runs = {e.name: run_pytest(path, e.name, e.env, timeout, cwd=path.parent) for e in envs}
+    errors = [c.message for run in runs.values() for c in run.collection_errors]
+    if runs["cpu"].collection_errors and any(_IMPORT_ERROR.search(m) for m in errors):
+        return runs, next(m for m in errors if _IMPORT_ERROR.search(m))
+    return runs, ""
+
+
+def run_converted(path: Path, originals: dict[str, Any], envs: list[Any], timeout: float) -> dict[str, dict[str, Any]]:
+    from pytest_devcaps.commands.verify_match import compare
+    from pytest_devcaps.commands.verify_runs import run_pytest
+
+    out: dict[str, dict[str, Any]] = {}
+    for environment in envs:
+        run = run_pytest(path, environment.name, environment.env, timeout, cwd=path.parent)
+        comparison = compare(originals[environment.name], run)
+        per_device = collections.Counter(c.device or c.environment for c in comparison.gained)
+        out[environment.name] = {
+            "counts": _counts(run), "timed_out": run.timed_out,
+            "worse": [c.line() for c in comparison.worse]
+            + [f"new collection error: {m}" for m in comparison.collection],
+            "gained": len(comparison.gained), "gained_per_device": dict(sorted(per_device.items())),
+            "gained_tests": [c.nodeid for c in comparison.gained],
+            "new": len(comparison.new), "vanished": len(comparison.vanished),
+        }
+    return out
+
+
+# -- TEST_LINTER --------------------------------------------------------------------------------
+
+
+def load_test_linter(path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location("pytorch_test_linter", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
+    spec.loader.exec_module(module)
+    return module
+
+
+def linter_errors(linter: ModuleType, path: Path) -> list[str]:
+    return [f"{m.name} line {m.line}" for m in linter.check_file(str(path))]
+
+
+# -- one file ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Settings:
+    run_tests: bool
+    timeout: float
+    keep: Path | None
+    torch214: str | None
+    linter: ModuleType | None
+
+
+def measure(entry: Entry, upstream: Path, settings: Settings, envs: list[Any]) -> FileResult:
     source = entry.local(upstream)
+    text = source.read_text(encoding="utf-8", errors="replace")
     with tempfile.TemporaryDirectory(prefix="devcaps-upstream-") as scratch:
         original = Path(scratch) / "original" / source.name
         original.parent.mkdir()
         shutil.copyfile(source, original)
         found, fixable = lint_json(original)
-        runnable = run_tests and entry.repo in RUNNABLE_REPOS
-        original_run = pytest_run(original, timeout) if runnable else None
-        fixes = {t: _measure_fix(source, Path(scratch) / t, t, runnable, timeout) for t in TARGETS}
-        for target in TARGETS if keep else ():
-            converted = Path(scratch) / target / source.name
-            kept = keep / target / entry.repo / entry.path  # type: ignore[operator]
-            kept.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(converted, kept)
-    lines = len(source.read_text(encoding="utf-8", errors="replace").splitlines())
-    return FileResult(entry, found, fixable, lines, original_run, fixes)
+        result = FileResult(entry, len(text.splitlines()), found, fixable)
+        originals: dict[str, Any] = {}
+        if settings.run_tests:
+            originals, error = run_original(original, envs, settings.timeout)
+            result.imports, result.import_error = not error, error
+            result.original_runs = {name: _counts(run) for name, run in originals.items()}
+        for target in TARGETS:
+            result.targets[target] = _measure_target(source, Path(scratch) / target, target, result, originals,
+                                                     envs, settings)
+        if settings.linter is not None and entry.repo == "pytorch/pytorch":
+            result.original_test_linter = linter_errors(settings.linter, original)
+    return result
 
 
-def _measure_fix(source: Path, folder: Path, target: str, runnable: bool, timeout: float) -> FixOutcome:
+def _measure_target(source: Path, folder: Path, target: str, result: FileResult, originals: dict[str, Any],
+                    envs: list[Any], settings: Settings) -> TargetResult:
     folder.mkdir()
     copy = folder / source.name
     shutil.copyfile(source, copy)
-    supported, note = run_fix(copy, target)
-    if not supported:
-        return FixOutcome(False, note)
-    outcome = FixOutcome(True, note)
+    migration, note = fix_json(copy, target)
+    outcome = TargetResult(note)
+    if migration is not None:
+        outcome.report_found, outcome.fixed, outcome.left = migration["found"], migration["fixed"], migration["left"]
     first = copy.read_bytes()
+    outcome.changed = first != source.read_bytes()
     try:
         ast.parse(first, filename=str(copy))
         outcome.parses = True
     except SyntaxError as exc:
         outcome.parses = False
         outcome.note = f"{outcome.note}; does not parse: {exc.msg} line {exc.lineno}".strip("; ")
-    outcome.left, _ = lint_json(copy)
-    run_fix(copy, target)
+    outcome.measured_left, _ = lint_json(copy)
+    before, after = ruff_codes(source), ruff_codes(copy)
+    outcome.new_ruff = {c: n - before.get(c, 0) for c, n in sorted(after.items()) if n > before.get(c, 0)}
+    fix_json(copy, target)
     outcome.idempotent = copy.read_bytes() == first
-    if runnable and outcome.parses:
-        copy.write_bytes(first)
-        outcome.run = pytest_run(copy, timeout)
+    copy.write_bytes(first)
+    if result.imports and outcome.parses and outcome.changed:
+        outcome.runs = run_converted(copy, originals, envs, settings.timeout)
+    if settings.keep is not None:
+        kept = settings.keep / target / result.entry.repo / result.entry.path
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(copy, kept)
+    if target == "torch" and settings.torch214 and settings.linter is not None \
+            and result.entry.repo == "pytorch/pytorch":
+        outcome.test_linter = _test_linter_214(source, folder / "torch214", settings)
     return outcome
+
+
+def _test_linter_214(source: Path, folder: Path, settings: Settings) -> list[str]:
+    """The ``--target torch`` output made by the lint in the torch 2.14.1 interpreter, checked."""
+    folder.mkdir()
+    copy = folder / source.name
+    shutil.copyfile(source, copy)
+    fix_json(copy, "torch", devcaps=_script(settings.torch214, "devcaps"))  # type: ignore[arg-type]
+    if settings.keep is not None:
+        kept = settings.keep / "torch214" / source.name
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(copy, kept)
+    return linter_errors(settings.linter, copy)  # type: ignore[arg-type]
+
+
+# -- the report ---------------------------------------------------------------------------------
 
 
 def cpu_label() -> str:
@@ -250,46 +359,86 @@ def _codes(codes: dict[str, int]) -> str:
     return " ".join(f"{code}:{n}" for code, n in sorted(codes.items())) or "-"
 
 
-def _fixed(found: dict[str, int], left: dict[str, int]) -> dict[str, int]:
-    return {c: found[c] - left.get(c, 0) for c in found if found[c] - left.get(c, 0)}
+def _balanced(found: dict[str, int], t: TargetResult) -> bool:
+    """fixed + left == found, per rule code, in the lint's own report, and its left is what a
+    fresh lint of the output finds."""
+    codes = set(found) | set(t.fixed) | set(t.left)
+    return all(t.fixed.get(c, 0) + t.left.get(c, 0) == found.get(c, 0) for c in codes) \
+        and t.left == t.measured_left
 
 
-def _run_cell(run: dict[str, object] | None) -> str:
-    if run is None:
-        return "-"
-    if run.get("exit") == "timeout":
-        return f"timeout ({run['seconds']} s)"
-    counts = run.get("counts")
-    if not isinstance(counts, dict):
-        return f"exit {run.get('exit')}: no report"
-    shown = " ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-    return f"exit {run['exit']}: {shown or 'no tests'}"
-
-
-def _fix_cell(fix: FixOutcome) -> str:
-    if not fix.supported:
-        return "unsupported"
-    flags = ("" if fix.parses else " UNPARSABLE") + ("" if fix.idempotent else " NOT-IDEMPOTENT")
-    return f"{_total(fix.left)} left{flags}"
-
-
-def summary_rows(results: list[FileResult]) -> list[list[str]]:
-    rows = [["file", "lines", "found", "fixable", *(f"--target {t}" for t in TARGETS),
-             "pytest original", *(f"pytest {t}" for t in TARGETS)]]
+def count_rows(results: list[FileResult]) -> list[list[str]]:
+    rows = [["file", "lines", "found", *(f"{t}: fixed / left (ok?)" for t in TARGETS),
+             *(f"{t}: new ruff" for t in TARGETS), "parses, 2nd --fix same"]]
     for r in results:
-        rows.append([f"{r.entry.repo}:{r.entry.path}", str(r.lines), str(_total(r.found)),
-                     str(r.fixable), *(_fix_cell(r.fixes[t]) for t in TARGETS),
-                     _run_cell(r.original_run), *(_run_cell(r.fixes[t].run) for t in TARGETS)])
+        cells = [f"{r.entry.repo}:{r.entry.path}", str(r.lines), str(_total(r.found))]
+        for t in TARGETS:
+            x = r.targets[t]
+            cells.append(f"{_total(x.fixed)} / {_total(x.left)}" + ("" if _balanced(r.found, x) else " MISMATCH"))
+        cells += [_codes(r.targets[t].new_ruff) for t in TARGETS]
+        cells.append(" ".join(f"{t}:{'y' if x.parses else 'N'}{'y' if x.idempotent else 'N'}"
+                              for t, x in r.targets.items()))
+        rows.append(cells)
     found = sum(_total(r.found) for r in results)
-    totals = ["TOTAL", str(sum(r.lines for r in results)), str(found), str(sum(r.fixable for r in results))]
+    totals = ["TOTAL", str(sum(r.lines for r in results)), str(found)]
     for t in TARGETS:
-        fixes = [r.fixes[t] for r in results]
-        if not all(f.supported for f in fixes):
-            totals.append("unsupported")
+        left = sum(_total(r.targets[t].left) for r in results)
+        bad = sum(not _balanced(r.found, r.targets[t]) for r in results)
+        totals.append(f"{sum(_total(r.targets[t].fixed) for r in results)} / {left} "
+                      f"({100 * left / max(found, 1):.0f}% left; {bad} file(s) mismatched)")
+    totals += [str(sum(_total(r.targets[t].new_ruff) for r in results)) for t in TARGETS] + [""]
+    rows.append(totals)
+    return rows
+
+
+def _run_summary(counts: dict[str, Any]) -> str:
+    return " ".join(f"{k} {v}" for k, v in counts.items()) or "no tests"
+
+
+def run_rows(results: list[FileResult]) -> list[list[str]]:
+    rows = [["file", "original cpu", "original emu", *(f"{t}: worse cpu / emu" for t in TARGETS),
+             *(f"{t}: gained cpu / emu" for t in TARGETS)]]
+    for r in results:
+        if r.imports is None:
             continue
-        left = sum(_total(f.left) for f in fixes)
-        totals.append(f"{left} left ({100 * left / max(found, 1):.0f}%)")
-    rows.append(totals + ["", *("" for _ in TARGETS)])
+        if not r.imports:
+            rows.append([f"{r.entry.repo}:{r.entry.path}", "does not import here", r.import_error[:80], "", "",
+                         "", ""])
+            continue
+        cells = [f"{r.entry.repo}:{r.entry.path}", _run_summary(r.original_runs.get("cpu", {}))[:70],
+                 _run_summary(r.original_runs.get("emu", {}))[:70]]
+        for key in ("worse", "gained"):
+            for t in TARGETS:
+                runs = r.targets[t].runs
+                if not runs:
+                    cells.append("unchanged" if not r.targets[t].changed else "-")
+                    continue
+                cells.append(" / ".join(str(len(runs[e][key]) if key == "worse" else runs[e][key])
+                                        for e in ("cpu", "emu") if e in runs))
+        rows.append(cells)
+    ran = [r for r in results if r.imports]
+    totals = ["TOTAL", f"{len(ran)} file(s) import here", ""]
+    for key in ("worse", "gained"):
+        for t in TARGETS:
+            per_env = [sum((len(r.targets[t].runs.get(e, {}).get(key, [])) if key == "worse"
+                            else r.targets[t].runs.get(e, {}).get(key, 0)) for r in ran) for e in ("cpu", "emu")]
+            totals.append(" / ".join(map(str, per_env)))
+    rows.append(totals)
+    return rows
+
+
+def linter_rows(results: list[FileResult]) -> list[list[str]]:
+    rows = [["file", "original: TEST_LINTER errors", "--target torch (torch 2.14.1): TEST_LINTER errors"]]
+    for r in results:
+        if r.original_test_linter is None:
+            continue
+        converted = r.targets["torch"].test_linter
+        rows.append([f"{r.entry.repo}:{r.entry.path}", str(len(r.original_test_linter)),
+                     "-" if converted is None else f"{len(converted)}: "
+                     + ", ".join(sorted(collections.Counter(e.split()[0] for e in converted)))])
+    if len(rows) > 1:
+        rows.append(["TOTAL", str(sum(len(r.original_test_linter or []) for r in results)),
+                     str(sum(len(r.targets["torch"].test_linter or []) for r in results))])
     return rows
 
 
@@ -297,6 +446,7 @@ def print_table(rows: list[list[str]]) -> None:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    print()
 
 
 def _markdown_table(rows: list[list[str]]) -> list[str]:
@@ -310,8 +460,10 @@ def _git(*args: str) -> str:
     return done.stdout.strip() if done.returncode == 0 else "?"
 
 
-def environment(label: str) -> list[str]:
+def environment(label: str, settings: Settings) -> list[str]:
     import platform
+
+    import pytest_devcaps
 
     try:
         import torch
@@ -322,94 +474,137 @@ def environment(label: str) -> list[str]:
     dirty = " (uncommitted changes)" if _git("status", "--porcelain", "--untracked-files=no") else ""
     return [f"- label: {label}",
             f"- date: {datetime.datetime.now().isoformat(timespec='seconds')}",
-            f"- pytest-devcaps: {_git('rev-parse', 'HEAD')} on branch {_git('rev-parse', '--abbrev-ref', 'HEAD')}"
-            f"{dirty}: {_git('log', '-1', '--format=%s')[:120]}",
-            f"- CPU: {cpu_label()}; Python {platform.python_version()}; torch {torch_version}"]
+            f"- lint measured: pytest-devcaps installed at {Path(pytest_devcaps.__file__).parent}; this tree: "
+            f"{_git('rev-parse', 'HEAD')} on branch {_git('rev-parse', '--abbrev-ref', 'HEAD')}{dirty}: "
+            f"{_git('log', '-1', '--format=%s')[:120]}",
+            f"- CPU: {cpu_label()}; Python {platform.python_version()}; torch {torch_version}; "
+            f"runs: the CPU, and the CPU with {EMU_DEVICES} emu devices; per-run timeout {settings.timeout:.0f} s",
+            f"- TEST_LINTER: {'torch 2.14.1 lint from ' + settings.torch214 if settings.torch214 else 'not run'}"]
 
 
 def detail_lines(results: list[FileResult]) -> list[str]:
-    out = ["## Per file: rule codes found, fixed and left", ""]
+    out = ["## Per file", ""]
     for r in results:
         out += [f"### {r.entry.repo}: `{r.entry.path}`", "",
                 f"- commit `{r.entry.commit}`, {r.lines} lines",
                 f"- found: {_total(r.found)} ({_codes(r.found)}); fixable per the lint: {r.fixable}"]
-        for t in TARGETS:
-            fix = r.fixes[t]
-            if not fix.supported:
-                out.append(f"- --target {t}: {fix.note}")
-                continue
-            new = {c: n for c, n in fix.left.items() if c not in r.found}
-            out.append(f"- --target {t}: fixed {_total(_fixed(r.found, fix.left))} "
-                       f"({_codes(_fixed(r.found, fix.left))}); left {_total(fix.left)} "
-                       f"({_codes(fix.left)}){'; new codes after fix: ' + _codes(new) if new else ''}; "
-                       f"parses: {fix.parses}; second --fix changes nothing: {fix.idempotent}"
-                       f"{'; ' + fix.note if fix.note else ''}")
-        out += _run_lines(r)
+        if r.imports is False:
+            out.append(f"- does not import here: `{r.import_error[:200]}`")
+        for name, counts in r.original_runs.items():
+            out.append(f"- original, {name} run: {_run_summary(counts)}")
+        for t, x in r.targets.items():
+            out.append(f"- --target {t}: fixed {_total(x.fixed)} ({_codes(x.fixed)}); left {_total(x.left)} "
+                       f"({_codes(x.left)}); measured left {_total(x.measured_left)}; fixed + left == found: "
+                       f"{_balanced(r.found, x)}; new ruff: {_codes(x.new_ruff)}; parses: {x.parses}; second "
+                       f"--fix changes nothing: {x.idempotent}{'; ' + x.note if x.note else ''}"
+                       + ("" if x.changed else "; output identical to the original"))
+            for env, run in x.runs.items():
+                out.append(f"    - {env} run: {_run_summary(run['counts'])}; worse {len(run['worse'])}; gained "
+                           f"{run['gained']} {run['gained_per_device'] or ''}; new {run['new']}; vanished "
+                           f"{run['vanished']}{'; TIMED OUT' if run['timed_out'] else ''}")
+                out += [f"        - worse: {line[:300]}" for line in run["worse"][:10]]
+            if x.test_linter is not None:
+                out.append(f"    - TEST_LINTER (torch 2.14.1 output): {len(x.test_linter)} error(s): "
+                           + ", ".join(x.test_linter[:12]))
         out.append("")
     return out
 
 
-def _run_lines(r: FileResult) -> list[str]:
-    runs = [("original", r.original_run), *((f"--target {t}", r.fixes[t].run) for t in TARGETS)]
-    out = []
-    for name, run in runs:
-        if run is None:
-            continue
-        out.append(f"- pytest, {name}: {_run_cell(run)} in {run.get('seconds')} s")
-        skips = run.get("skips")
-        for reason, n in sorted(skips.items()) if isinstance(skips, dict) else ():
-            out.append(f"    - skipped {n}: {reason or '(no reason)'}")
-        for line in [*(run.get("failures") or []), *(run.get("error_lines") or [])][:8]:  # type: ignore[misc]
-            out.append(f"    - {line}")
-        if run.get("error"):
-            out.append(f"    - no report; output tail: `{str(run['error'])[-300:]}`")
-    return out
+def result_path(label: str) -> Path:
+    suffix = "_" + re.sub(r"[^A-Za-z0-9]+", "-", label).strip("-") if label else ""
+    return HERE / "results" / f"lint_upstream_{datetime.date.today().isoformat()}_{cpu_label()}{suffix}.md"
 
 
-def write_markdown(results: list[FileResult], rows: list[list[str]], label: str, out: Path | None) -> Path:
-    date = datetime.date.today().isoformat()
-    path = out or HERE / "results" / f"lint_upstream_{date}_{cpu_label()}.md"
+def write_markdown(results: list[FileResult], label: str, settings: Settings, path: Path,
+                   notes: tuple[str, ...] = ()) -> Path:
     text = ["# `devcaps lint` / `--fix` on real upstream CUDA-only test files", "",
-            "Measured by `benchmarks/bench_lint_upstream.py` (manifest `benchmarks/lint_upstream_files.txt`).",
-            "found = findings of `devcaps lint --format json` on the original; left = findings of the "
-            "same command on the converted copy; fixed = found - left per rule code. pytest runs use "
-            "`python -m pytest FILE -q -p no:randomly` on this CPU-only machine.", "",
-            *environment(label), "", *_markdown_table(rows), "", *detail_lines(results)]
+            "Measured by `benchmarks/bench_lint_upstream.py` (manifest `benchmarks/lint_upstream_files.txt`; "
+            "its docstring says how each number is made).", "", *environment(label, settings), "",
+            "## Findings: found, fixed / left per target, new ruff findings", "",
+            *_markdown_table(count_rows(results)), "",
+            "## Tests under the plugin: original vs converted (worse must be 0)", "",
+            *_markdown_table(run_rows(results)), ""]
+    linter = linter_rows(results)
+    if len(linter) > 1:
+        text += ["## PyTorch's TEST_LINTER on the pytorch/pytorch files", "", *_markdown_table(linter), ""]
+    text += detail_lines(results)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(text) + "\n", encoding="utf-8")
     return path
 
 
+def save_json(results: list[FileResult], path: Path) -> None:
+    from dataclasses import asdict
+
+    path.write_text(json.dumps([asdict(r) for r in results], indent=1), encoding="utf-8")
+
+
+def load_json(paths: list[Path]) -> list[FileResult]:
+    """Results saved by ``--save-json`` (several runs over parts of the manifest), in manifest order."""
+    results = []
+    for path in paths:
+        for item in json.loads(path.read_text(encoding="utf-8")):
+            item["entry"] = Entry(**item["entry"])
+            item["targets"] = {t: TargetResult(**x) for t, x in item["targets"].items()}
+            results.append(FileResult(**item))
+    order = {(e.repo, e.path): n for n, e in enumerate(read_manifest())}
+    return sorted(results, key=lambda r: (r.entry.repo != "pytorch/pytorch", order.get((r.entry.repo, r.entry.path), 0)))
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("upstream", nargs="?", type=Path, help="folder of <owner>/<name>/<path> files")
     parser.add_argument("--fetch-list", action="store_true", help="print what must be fetched, then exit")
     parser.add_argument("--manifest", type=Path, default=MANIFEST)
-    parser.add_argument("--label", default="", help="what is measured (e.g. 'baseline', 'lint18 <commit>')")
-    parser.add_argument("--no-run", action="store_true", help="do not run the pytorch files under pytest")
-    parser.add_argument("--timeout", type=float, default=600, help="seconds per pytest run (default 600)")
+    parser.add_argument("--label", default="", help="what is measured (e.g. 'baseline27', 'lead <commit>')")
+    parser.add_argument("--no-run", action="store_true", help="do not run the files' tests")
+    parser.add_argument("--timeout", type=float, default=300, help="seconds per pytest run (default 300)")
     parser.add_argument("--only", action="append", default=[], help="only paths containing this (repeatable)")
     parser.add_argument("--keep", type=Path, help="copy each converted file to KEEP/<target>/<repo>/<path> "
                         "(outside the repository: third-party code)")
+    parser.add_argument("--torch214", help="python of a torch 2.14.1 environment with pytest-devcaps installed")
+    parser.add_argument("--test-linter", type=Path, help="PyTorch's tools/linter/adapters/test_linter.py")
     parser.add_argument("--out", type=Path, help="the Markdown file to write (default: benchmarks/results/...)")
+    parser.add_argument("--skip", action="append", default=[], help="not the paths containing this (repeatable)")
+    parser.add_argument("--note", action="append", default=[], help="a line for the results' header (repeatable)")
+    parser.add_argument("--save-json", type=Path, help="also save the results here (after each file)")
+    parser.add_argument("--combine", type=Path, nargs="+", metavar="JSON",
+                        help="write one Markdown file from the --save-json files of runs over parts of the manifest")
     args = parser.parse_args(argv)
     entries = read_manifest(args.manifest)
     if args.fetch_list:
         return fetch_list(entries, args.upstream)
+    if args.combine:
+        settings = Settings(True, args.timeout, None, os.path.abspath(args.torch214) if args.torch214 else None, None)
+        out = args.out or result_path(args.label)
+        print(f"wrote {write_markdown(load_json(args.combine), args.label, settings, out, tuple(args.note))}")
+        return 0
     if args.upstream is None:
         parser.error("UPSTREAM_DIR is required (or --fetch-list)")
+    settings = Settings(not args.no_run, args.timeout, args.keep,
+                        os.path.abspath(args.torch214) if args.torch214 else None,
+                        load_test_linter(args.test_linter) if args.test_linter else None)
     present = [e for e in entries if e.local(args.upstream).is_file()
-               and (not args.only or any(o in e.path for o in args.only))]
-    skipped = [e for e in entries if not e.local(args.upstream).is_file()]
-    for entry in skipped:
-        print(f"missing, not measured: {entry.repo} {entry.path} (see --fetch-list)", file=sys.stderr)
-    results = []
-    for entry in present:
+               and (not args.only or any(o in e.path for o in args.only))
+               and not any(o in e.path for o in args.skip)]
+    for entry in entries:
+        if not entry.local(args.upstream).is_file():
+            print(f"missing, not measured: {entry.repo} {entry.path} (see --fetch-list)", file=sys.stderr)
+    envs = run_environments() if settings.run_tests else []
+    out = args.out or result_path(args.label)
+    results: list[FileResult] = []
+    present.sort(key=lambda e: e.repo != "pytorch/pytorch")  # PyTorch's first: they all import here
+    for number, entry in enumerate(present, 1):
         print(f"measuring {entry.repo}:{entry.path} ...", file=sys.stderr, flush=True)
-        results.append(measure(entry, args.upstream, not args.no_run, args.timeout, args.keep))
-    rows = summary_rows(results)
-    print_table(rows)
-    print(f"wrote {write_markdown(results, rows, args.label or 'unlabelled', args.out)}")
+        results.append(measure(entry, args.upstream, settings, envs))
+        partial = f" (partial: {number} of {len(present)} files)" if number < len(present) else ""
+        write_markdown(results, args.label + partial, settings, out, tuple(args.note))  # progress, file by file
+        if args.save_json:
+            save_json(results, args.save_json)
+    for rows in (count_rows(results), run_rows(results), linter_rows(results)):
+        if len(rows) > 1:
+            print_table(rows)
+    print(f"wrote {write_markdown(results, args.label, settings, out, tuple(args.note))}")
     return 0
 
 

@@ -9,8 +9,10 @@ threads, one per intra-op thread, whose OpenMP runtime is told (per thread, neve
 to run one thread each: every core finishes its own blocks in its own cache and no OpenMP
 barrier is crossed per small op. torch's own thread settings are never changed.
 
-Precision: the GEMM runs in bf16 only when its rounded output *is* the final ``y`` (bf16
-out, no scales, nothing left to apply, no fp32-source reduction) or when ``fast_accum=True``
+Precision: the GEMM runs in bf16 only on a CPU where that is the fast GEMM (native bf16 and
+oneDNN's bf16 linear, :func:`bf16_gemm_problem`), and only when its rounded output *is* the
+final ``y`` (bf16 out, no scales, no fp32-source reduction, nothing left to apply but ops that
+commute with the rounding, such as relu, which then run on ``y``) or when ``fast_accum=True``
 allows one more rounding; otherwise it runs in fp32 on upcast inputs, so the accumulator is
 exactly the reference's ``a.float() @ b.float()`` up to summation order. That fp32 GEMM is
 pinned to IEEE fp32 (:mod:`devcaps_kernels.precision`), whatever
@@ -48,10 +50,6 @@ from .reductions import Reduce, finish_mean, grouped
 from .reference import Result, finish_block, run_reference
 from .weight_cache import converted_weight
 
-# oneDNN post-op names (attr, algorithm) for our activations.
-# relu is left out: oneDNN's relu turns NaN into 0, torch.relu keeps NaN.
-_ONEDNN_ACTIVATIONS = {"silu": ("swish", ""), "sigmoid": ("sigmoid", ""),
-                       "tanh": ("tanh", "")}
 # Aim for blocks of about this many output elements (measured best on a 2-core Zen 4 VM:
 # fewer small ops per output beat strict L2 residency: a bf16 block is 1 MiB = L2, fp32 in L3).
 _BLOCK_ELEMENTS = 1 << 19
@@ -147,7 +145,7 @@ def _omp_set_num_threads() -> Callable[[int], Any] | None:
     seen: list[int] = []
 
     def check() -> None:
-        torch.ones(1 << 16).sum()  # ATen's per-thread lazy init first (it sets the ICV too)
+        _lazy_init_without_a_team()
         setter(1)
         seen.append(torch.get_num_threads())
 
@@ -187,8 +185,19 @@ _pool_lock = threading.Lock()
 _pool: tuple[int, int, ThreadPoolExecutor] | None = None  # (pid, workers, pool)
 
 
+def _lazy_init_without_a_team() -> None:
+    """ATen's per-thread lazy init (``at::init_num_threads``: it sets this thread's OpenMP thread
+    count, so it must come before ours) without entering a parallel region: ``get_num_threads``
+    runs it (aten/src/ATen/ParallelOpenMP.cpp). An op big enough to go parallel would create an
+    OpenMP team for this thread first; with GNU OpenMP those extra threads count against the
+    cores (``gomp_managed_threads``), and once they outnumber them every OpenMP thread in the
+    process, torch's own included, waits with the short throttled spin and sleeps sooner: small
+    torch ops got slower for the rest of the process (issue 30: a 512^3 mm 0.32 -> 0.58 ms)."""
+    torch.get_num_threads()
+
+
 def _single_threaded_worker() -> None:
-    torch.ones(1 << 16).sum()  # ATen's per-thread lazy init first: it would reset the next line
+    _lazy_init_without_a_team()
     setter = _omp_set_num_threads()
     assert setter is not None  # the pool is only made when it exists
     setter(1)
@@ -326,40 +335,61 @@ class _Plan:
     bias: torch.Tensor | None            # dense, for oneDNN
     onednn: bool                         # _linear_pointwise runs the block GEMM
     attr: str
+    scalars: list[float]
     algorithm: str
     inside: bool                         # oneDNN applies the bias and fused_ops ops (no scales)
     fused_ops: int                       # epilogue ops oneDNN applies inside the GEMM
-    gemm_is_output: bool                 # the GEMM's rounded output is y itself
+    gemm_is_output: bool                 # the GEMM's rounded output is y itself (after on_output ops)
+    on_output: int                       # trailing epilogue ops applied to the rounded output
     steps: tuple[_Step, ...]             # the reductions, planned once
     needs_output: bool                   # a reduction reads the rounded output
     precision: str                       # fp32 GEMM precision: "ieee", or exact "bf16" fpmath
 
 
+@functools.lru_cache(maxsize=None)
+def bf16_gemm_problem() -> str:
+    """"" when a bf16 GEMM is the fast one here (native bf16 and oneDNN's bf16 linear runs),
+    else why the GEMM of bf16 values runs in fp32 (exact; and on a CPU without bf16 units it is
+    the faster one: ATen's bf16 ``mm`` at 1024^3 took 6.8 s against 0.11 s for the fp32 oneDNN
+    linear on an AVX2 EPYC, where oneDNN's bf16 linear does not run at all)."""
+    if not _native_bf16():
+        return "this CPU has no native bf16 (AMX-BF16 or AVX512-BF16)"
+    return onednn_problem(torch.bfloat16)
+
+
+def _on_output(p: Problem, first: int) -> bool:
+    """Every op from ``p.epilogue[first]`` on commutes with the rounding to ``p.out_dtype``
+    (:attr:`OpDef.commutes_with_rounding`: relu, a clamp to representable bounds), so it may run
+    on the rounded output instead of the fp32 value, with the same result."""
+    return all(op.definition.commutes_with_rounding(op, p.out_dtype) for op in p.epilogue[first:])
+
+
 def _bf16_gemm_is_y(p: Problem) -> bool:
     """A bf16 GEMM's rounded output is ``y`` itself: bf16 out, no scales, no fp32-source
-    reduction, and nothing after the GEMM (oneDNN applies the bias and one activation)."""
+    reduction, and after the GEMM (whose oneDNN post-ops add the bias and may apply the first
+    activation) only ops that commute with the rounding (applied to ``y``: bias + relu runs as a
+    bf16 GEMM with the bias inside and relu on its output)."""
     if (p.out_dtype != torch.bfloat16 or p.scale_a is not None or p.scale_b is not None
             or any(r.source == "fp32" for r in p.reductions)):
         return False
-    if onednn_problem(torch.bfloat16):
-        return not p.epilogue and p.bias is None
-    return len(p.epilogue) == (1 if _onednn_activation(p) else 0)
+    return _on_output(p, 1 if _onednn_activation(p) else 0)
 
 
 def _plan_dtype(p: Problem) -> torch.dtype:
-    """bf16 when its rounding is the one allowed (see the module docstring), else fp32."""
+    """bf16 when its rounding is the one allowed (see the module docstring) and the bf16 GEMM is
+    the fast one here (:func:`bf16_gemm_problem`), else fp32."""
     exact = p.a.dtype in _BF16_EXACT and p.b.dtype in _BF16_EXACT
-    return torch.bfloat16 if exact and (p.fast_accum or _bf16_gemm_is_y(p)) else torch.float32
+    fast = not bf16_gemm_problem()
+    return torch.bfloat16 if exact and fast and (p.fast_accum or _bf16_gemm_is_y(p)) else torch.float32
 
 
-def _onednn_activation(p: Problem) -> tuple[str, str] | None:
-    """The oneDNN post-op for ``p.epilogue[0]`` when it can run inside the GEMM."""
+def _onednn_activation(p: Problem) -> tuple[str, list[float], str] | None:
+    """The oneDNN post-op ``(attr, scalars, algorithm)`` for ``p.epilogue[0]`` when it can run
+    inside the GEMM (the op's definition says which, :attr:`OpDef.onednn`)."""
     if p.scale_a is not None or p.scale_b is not None or not p.epilogue:
         return None
     op = p.epilogue[0]
-    if op.kind == "gelu":
-        return ("gelu", op.approximate)
-    return _ONEDNN_ACTIVATIONS.get(op.kind)
+    return op.definition.onednn(op)
 
 
 def _fp32_precision(p: Problem, compute: torch.dtype, onednn: bool) -> str:
@@ -385,13 +415,14 @@ def _make_plan(p: Problem) -> _Plan:
         bias = (bias if bias.dtype in (torch.float32, compute) else bias.float()).contiguous()
     gemm_is_output = (compute == p.out_dtype and (inside or (p.bias is None and p.scale_a is None
                                                              and p.scale_b is None))
-                      and fused_ops == len(p.epilogue)
+                      and (fused_ops == len(p.epilogue) or compute != torch.float32 and _on_output(p, fused_ops))
                       and all(r.source == "output" for r in p.reductions))
-    attr, algorithm = activation or ("none", "")
+    on_output = len(p.epilogue) - fused_ops if gemm_is_output else 0
+    attr, scalars, algorithm = activation or ("none", [], "")
     w = converted_weight(p.b, compute, dense=p.m <= _DENSE_WEIGHT_ROWS)
     return _Plan(compute=compute, a=p.a.to(compute).contiguous(), w=w,
-                 bias=bias, onednn=onednn, attr=attr, algorithm=algorithm, inside=inside,
-                 fused_ops=fused_ops, gemm_is_output=gemm_is_output,
+                 bias=bias, onednn=onednn, attr=attr, scalars=scalars, algorithm=algorithm, inside=inside,
+                 fused_ops=fused_ops, gemm_is_output=gemm_is_output, on_output=on_output,
                  steps=reduction_steps(p.reductions, p.n),
                  needs_output=any(r.source == "output" for r in p.reductions), precision=precision)
 
@@ -400,11 +431,11 @@ def _gemm_block(p: Problem, plan: _Plan, rows: slice) -> torch.Tensor:
     """The block's GEMM, finished (scales, bias, every epilogue op) unless it is ``y`` itself."""
     if plan.onednn:
         block: torch.Tensor = torch.ops.mkldnn._linear_pointwise(plan.a[rows], plan.w, plan.bias,
-                                                                 plan.attr, [], plan.algorithm)
+                                                                 plan.attr, plan.scalars, plan.algorithm)
     else:
         block = torch.mm(plan.a[rows], plan.w.t())
     if plan.gemm_is_output:
-        return block
+        return finish_block(p, block, rows, applied=plan.fused_ops) if plan.on_output else block
     if block.dtype != torch.float32:  # fast_accum: the bf16 GEMM result, finished in fp32
         block = block.float()
     return finish_block(p, block, rows, applied=plan.fused_ops if plan.inside else None)

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import torch
 
 from .dtypes import FP8_DTYPES, INPUT_DTYPES, OUT_DTYPES, refuse_fp8_operand
-from .epilogue import EpiOp
+from .epilogue import EpiOp, Operand
 from .reductions import Reduce
 
-__all__ = ["Operand2D", "Problem", "build_problem"]
+__all__ = ["Operand2D", "Operands", "Problem", "build_problem"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -26,6 +26,9 @@ class Operand2D:
     full: torch.Tensor | None = None
 
 
+Operands = Mapping[str, Operand2D]
+
+
 @dataclass(frozen=True, eq=False)
 class Problem:
     """Checked inputs. Scales are ``None`` or fp32 tensors viewed ``[M, 1]`` / ``[1, N]``."""
@@ -37,7 +40,7 @@ class Problem:
     bias: torch.Tensor | None
     out_dtype: torch.dtype
     epilogue: tuple[EpiOp, ...]
-    operands: tuple[Operand2D | None, ...]
+    operands: tuple[Operands, ...]  # per op: operand name -> Operand2D
     reductions: tuple[Reduce, ...]
     store_output: bool
     fast_accum: bool = False
@@ -88,13 +91,9 @@ def _check_scale(name: str, s: object, rowwise_shape: tuple[int, int],
                      f"{rowwise_shape[1]}], got shape {_shape(s)}")
 
 
-def _check_operand(index: int, op: EpiOp, m: int, n: int, device: torch.device) -> Operand2D | None:
-    t = op.operand
-    if t is None:
-        return None
+def _check_operand(where: str, t: Operand, m: int, n: int, device: torch.device) -> Operand2D:
     if not isinstance(t, torch.Tensor):
         return Operand2D(number=float(t))
-    where = f"epilogue[{index}] ({op.kind})"
     refuse_fp8_operand(where + " operand", t)
     _check_device(where + " operand", t, device)
     shape = tuple(t.shape)
@@ -108,6 +107,18 @@ def _check_operand(index: int, op: EpiOp, m: int, n: int, device: torch.device) 
         raise ValueError(f"{where}: operand must be a scalar, [N]=[{n}], [1, N]=[1, {n}], "
                          f"[M, 1]=[{m}, 1] or [M, N]=[{m}, {n}], got shape {_shape(t)}")
     return Operand2D(full=full)
+
+
+def _check_operands(index: int, op: EpiOp, m: int, n: int, device: torch.device) -> Operands:
+    """Each operand of ``op`` as an :class:`Operand2D`, by parameter name."""
+    where = f"epilogue[{index}] ({op.kind})"
+    found: dict[str, Operand2D] = {}
+    for name, value in op.operands():
+        if not isinstance(value, (torch.Tensor, int, float)) or isinstance(value, bool):
+            raise TypeError(f"{where}: operand {name} must be a number or a tensor, "
+                            f"got {type(value).__name__}")
+        found[name] = _check_operand(where, value, m, n, device)
+    return found
 
 
 def build_problem(a: torch.Tensor, b: torch.Tensor, scale_a: object, scale_b: object,
@@ -150,7 +161,7 @@ def build_problem(a: torch.Tensor, b: torch.Tensor, scale_a: object, scale_b: ob
         if not isinstance(op, EpiOp):
             raise TypeError(f"epilogue[{i}] must be an op from devcaps_kernels.epilogue, "
                             f"got {type(op).__name__}")
-    operands = tuple(_check_operand(i, op, m, n, device) for i, op in enumerate(ops))
+    operands = tuple(_check_operands(i, op, m, n, device) for i, op in enumerate(ops))
     reds = tuple(reductions)
     for i, r in enumerate(reds):
         if not isinstance(r, Reduce):

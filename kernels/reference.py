@@ -27,10 +27,9 @@ def finish_block(p: Problem, acc: torch.Tensor, rows: slice, *,
             acc.mul_(p.scale_b)
         if p.bias is not None:
             acc.add_(p.bias)
-    for op, operand in zip(p.epilogue[first_op:], p.operands[first_op:]):
-        value = None if operand is None else (
-            operand.number if operand.full is None else operand.full[rows])
-        acc = apply_torch(acc, op, value)
+    for op, operands in zip(p.epilogue[first_op:], p.operands[first_op:]):
+        values = {name: o.number if o.full is None else o.full[rows] for name, o in operands.items()}
+        acc = apply_torch(acc, op, values)
     return acc
 
 

@@ -1,7 +1,7 @@
 """Decorators that work with and without pytest.
 
-``from pytest_devcaps import requires_capability, requires_devices, requires_memory, skip_on,
-xfail_on, tolerance, hardware`` decorate test functions, ``unittest.TestCase`` methods and
+``from pytest_devcaps import requires_capability, requires_devices, requires_ranks, requires_memory,
+skip_on, xfail_on, tolerance, hardware`` decorate test functions, ``unittest.TestCase`` methods and
 TestCase classes. Each puts the pytest mark of the same name on the test, so under pytest it is
 exactly the marker; outside pytest (``python -m unittest``, PyTorch's ``run_tests``) the test
 is checked by :mod:`pytest_devcaps.testcase` before it runs and skipped with
@@ -9,14 +9,20 @@ is checked by :mod:`pytest_devcaps.testcase` before it runs and skipped with
 fails at decoration, naming the closest one.
 
 On a TestCase class, ``run()`` is wrapped so that the skip comes before ``setUp`` (as with
-``@unittest.skip``); a decorated method alone is checked when it is called.
+``@unittest.skip``); a decorated method alone is checked when it is called. ``requires_ranks``
+on a method, decorated in its class's body, wraps that class's ``run()`` too: a multi-process class
+runs the method only in the ranks it spawns in ``setUp``, so a check at the call would come after
+the world started (and a world of 0 ranks would never call it).
 ``requires_capabilities`` is ``requires_capability`` under the name of PyTorch's decorator.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
+import sys
 import unittest
+from types import FrameType
 from typing import Any, Callable, TypeVar
 
 import pytest
@@ -30,7 +36,7 @@ T = TypeVar("T")
 _CHECKED = "__devcaps_checked__"
 
 __all__ = ["hardware", "requires_capabilities", "requires_capability", "requires_devices",
-           "requires_memory", "skip_on", "tolerance", "xfail_on"]
+           "requires_memory", "requires_ranks", "skip_on", "tolerance", "xfail_on"]
 
 
 def _guard_class(cls: type) -> None:
@@ -48,6 +54,38 @@ def _guard_class(cls: type) -> None:
     run.__doc__ = getattr(own, "__doc__", None)
     setattr(cls, "run", run)
     setattr(cls, _CHECKED, True)
+
+
+class _GuardWhenDefined:
+    """Left in a class body by a method decorator: once the class exists (``__set_name__``,
+    PEP 487), it removes itself and guards the class's ``run()`` as a class decorator does."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        delattr(owner, name)  # type.__new__ iterates over a copy of the namespace
+        _guard_class(owner)
+
+
+_GUARD_NAME = "__devcaps_guard_run__"
+
+
+def _guard_defining_class(function: Callable[..., Any]) -> None:
+    """Where ``function`` is being decorated in its class's body (its ``__qualname__`` names the
+    class), have that class's ``run()`` guarded once it is made. Elsewhere (a module function, a
+    method decorated after its class was made) nothing: the call-time check remains."""
+    owner = getattr(function, "__qualname__", "").rpartition(".")[0]
+    if not owner or owner.endswith(">"):  # a module function, or one local to a function
+        return
+    frame: FrameType | None = sys._getframe(2)
+    for _ in range(8):  # the class body calls decorate (or a helper a few frames down does)
+        if frame is None:
+            return
+        if not frame.f_code.co_flags & inspect.CO_OPTIMIZED:  # a class or module body: f_locals
+            namespace = frame.f_locals                          # is its namespace itself
+            if namespace.get("__qualname__") == owner and \
+                    namespace.get("__module__") == function.__module__:
+                namespace.setdefault(_GUARD_NAME, _GuardWhenDefined())
+                return
+        frame = frame.f_back
 
 
 def _checked(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -96,6 +134,21 @@ def requires_capabilities(*capabilities: Any) -> Callable[[T], T]:
 def requires_devices(count: int, **kwargs: Any) -> Callable[[T], T]:
     """Skip unless ``count`` devices of the test's device type are present."""
     return _decorator("requires_devices", (count,), kwargs)
+
+
+def requires_ranks(count: int, **kwargs: Any) -> Callable[[T], T]:
+    """On a multi-process test class (``MultiProcessTestCase``, ``FSDPTest``, ``DTensorTestBase``...):
+    skip unless the world it spawns has ``count`` ranks, on a device type with a process-group
+    backend (and, on an accelerator, ``count`` devices unless ranks may share one); checked before
+    ``setUp`` (:mod:`pytest_devcaps.marks.multiprocess`)."""
+    inner = _decorator("requires_ranks", (count,), kwargs)
+
+    def decorate(target: T) -> T:
+        if not isinstance(target, type) and callable(target):
+            _guard_defining_class(target)
+        return inner(target)
+
+    return decorate
 
 
 def requires_memory(size: int | str, **kwargs: Any) -> Callable[[T], T]:

@@ -32,7 +32,14 @@ from pytest_devcaps.session.fixtures import (  # noqa: F401  (fixtures are found
     item_device,
     tolerances,
 )
-from pytest_devcaps.marks.names import DEVICE_NAMES, DTYPE_NAMES, MARKER_LINES, MARKER_NAMES, callspec_param
+from pytest_devcaps.marks.names import (
+    DEVICE_NAMES,
+    DTYPE_NAMES,
+    MARKER_LINES,
+    MARKER_NAMES,
+    callspec_param,
+    pytorch_gates_in_use,
+)
 from pytest_devcaps.session.options import (
     DevcapsSettings,
     add_options,
@@ -181,6 +188,13 @@ def _register_optional_plugins(config: pytest.Config) -> None:
     from pytest_devcaps.session.suite_hooks import SuiteHooks
 
     config.pluginmanager.register(SuiteHooks(config), "devcaps-suites")
+    if session_state(config).settings.expect.value:
+        from pytest_devcaps.session.expect import PLUGIN_NAME, ExpectHooks
+
+        expect = ExpectHooks(config)
+        config.pluginmanager.register(expect, PLUGIN_NAME)
+        if not session_state(config).is_worker:
+            expect.load()  # a bad key is a usage error now, before collection
     if _xdist_session(config):
         from pytest_devcaps.parallel import xdist_handshake as xdist_hooks
 
@@ -340,6 +354,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     state = session_state(config)
     if state.failure is not None:
         raise pytest.UsageError(state.failure)
+    if pytorch_gates_in_use():  # PyTorch's capability skips, where torch has them
+        from pytest_devcaps.pytorch_compat import fill_privateuse1_capabilities
+
+        fill_privateuse1_capabilities()
     for item in items:
         marks = _devcaps_marks(item)
         callspec = getattr(item, "callspec", None)

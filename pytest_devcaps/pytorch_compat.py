@@ -11,12 +11,16 @@ PyTorch's capability-based skips (PR #190846, upstream only) ask a test base's
 ``_capabilities()`` classmethod for ``{category: {name: zero-argument callable}}`` and skip a
 ``@requires_capabilities("dtype.fp8")`` test whose callable is false: :func:`capabilities_mapping`
 and :class:`DevcapsCapabilities` answer that from the registry (``dtype.bf16`` is category
-``dtype``, name ``bf16``).
+``dtype``, name ``bf16``). There, ``PrivateUse1TestBase`` declares nothing for an out-of-tree
+backend (#194321), so every capability a test needs is undeclared, an ``AssertionError`` rather
+than a skip: :func:`fill_privateuse1_capabilities` (the plugin calls it once PyTorch's test
+helpers are imported) gives that base the registry's answers, unless someone declared any.
 """
 
 from __future__ import annotations
 
 import functools
+import sys
 from typing import TYPE_CHECKING, Any, Callable
 
 from pytest_devcaps.backends.dispatch import torch_device_type
@@ -88,3 +92,33 @@ class DevcapsCapabilities:
     def get_capabilities(cls, category: str | None = None) -> Any:
         mapping = cls._capabilities()
         return mapping if category is None else mapping.get(category, {})
+
+
+#: Where PyTorch's device test bases live (and, after PR #190846, ``requires_capabilities``).
+COMMON_DEVICE_TYPE = "torch.testing._internal.common_device_type"
+_FILLED = "_devcaps_capabilities"
+
+
+def _registry_capabilities(cls: Any) -> CapabilityMapping:
+    return capabilities_mapping(class_device_type(cls) or "privateuse1")
+
+
+def fill_privateuse1_capabilities(module: Any = None) -> bool:
+    """Answer ``PrivateUse1TestBase._capabilities()`` from the registry, where this torch has
+    PyTorch's capability skips (``requires_capabilities`` in ``common_device_type``) and the base
+    (or a vendor) declares no capability. True when it filled the slot now; torch 2.13 and 2.14
+    have no such skips (devcaps' own ``requires_capabilities`` serves there): False."""
+    module = module if module is not None else sys.modules.get(COMMON_DEVICE_TYPE)
+    base = getattr(module, "PrivateUse1TestBase", None)
+    if base is None or not hasattr(module, "requires_capabilities") or \
+            getattr(base, _FILLED, False):
+        return False
+    declared = getattr(base, "_capabilities", None)
+    try:
+        if callable(declared) and declared():  # a vendor (or torch) declared capabilities
+            return False
+    except Exception:  # noqa: BLE001 - a base that cannot answer declares nothing
+        pass
+    base._capabilities = classmethod(_registry_capabilities)
+    setattr(base, _FILLED, True)
+    return True

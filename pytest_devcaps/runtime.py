@@ -33,8 +33,8 @@ if TYPE_CHECKING:
 Device = Union[str, "torch.device"]
 
 __all__ = [
-    "MemoryStatsUnavailableError", "accelerator_type", "default_dist_backend", "device_count",
-    "device_module", "empty_cache", "free_memory", "is_accelerator", "manual_seed",
+    "MemoryStatsUnavailableError", "accelerator_text", "accelerator_type", "default_dist_backend",
+    "device_count", "device_module", "empty_cache", "free_memory", "is_accelerator", "manual_seed",
     "max_memory_allocated",
     "memory_allocated", "memory_stats", "reset_peak_memory_stats", "set_device", "synchronize",
 ]
@@ -65,6 +65,16 @@ def accelerator_type() -> str | None:
 
     accelerator = torch.accelerator.current_accelerator()
     return None if accelerator is None else accelerator.type
+
+
+def accelerator_text() -> str:
+    """How a reason names torch's accelerator: its type (``cuda``); ``cuda, with no device
+    here`` for a build whose accelerator has no device on this machine (a CUDA build without a
+    GPU is a CPU-only machine); ``none in this build``."""
+    kind = accelerator_type()
+    if kind is None:
+        return "none in this build"
+    return kind if device_count(kind) > 0 else f"{kind}, with no device here"
 
 
 def is_accelerator(kind: str) -> bool:

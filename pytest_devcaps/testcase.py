@@ -12,7 +12,9 @@ functions (``evaluation.evaluate``) for a TestCase, so the skip reason is the te
 * :func:`guard` / :func:`checked_call`, used by the decorators of :mod:`pytest_devcaps.decorators`.
 
 The test's device: its class's ``device_type`` (PyTorch's generated classes, or one set on a
-TestCase), else the registry's primary device (the first accelerator, else the CPU). While the
+TestCase), else the registry's primary device (the first accelerator, else the CPU).
+``requires_ranks`` is checked against the world of the test's class (its own device type,
+:mod:`pytest_devcaps.marks.multiprocess`). A bad mark errors the test before ``setUp``. While the
 pytest plugin runs a test, :data:`PYTEST_TEST` holds it and everything here defers to pytest.
 
 The ``PYTEST_DEVCAPS_*`` variables are read and checked by the session's own parser
@@ -28,6 +30,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import time
 import unittest
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
@@ -38,6 +41,7 @@ from pytest_devcaps.marks import classification
 from pytest_devcaps.marks import evaluation
 from pytest_devcaps.errors import ConfigError, DevcapsError
 from pytest_devcaps.marks.expectations import Condition, parse_condition
+from pytest_devcaps.marks.names import RANKS_MARKER
 from pytest_devcaps._util.environ import ENV_DEVICES, ENV_EXCEPT, ENV_HARDWARE
 from pytest_devcaps.session.options import (
     EnvironmentSettings,
@@ -48,8 +52,10 @@ from pytest_devcaps.session.options import (
 from pytest_devcaps.pytorch_compat import class_device_key
 from pytest_devcaps._util.current_test import PYTEST_TEST
 from pytest_devcaps.marks.tolerances import Tolerances, parse_tolerance
+from pytest_devcaps.config.testnames import TestName
 
 if TYPE_CHECKING:
+    from pytest_devcaps.config.expectfile import Expectation, Expectations
     from pytest_devcaps.config.facts import FactVocabulary
     import torch
 
@@ -121,11 +127,12 @@ def device_of(test: Any, registry: CapabilityRegistry) -> str:
 
 @dataclass(frozen=True)
 class Verdict:
-    """What the marks of one test say on its device outside pytest."""
+    """What the marks of one test (and the expectations files) say on its device outside pytest."""
 
     skip: str | None
     xfail: Condition | None
     identity: DeviceIdentity | None
+    expectation: Expectation | None = None
 
 
 def _hardware_skip(marks: list[pytest.Mark], cls: type | None, registry: CapabilityRegistry,
@@ -219,19 +226,70 @@ def verdict(function: Any, test: Any) -> Verdict:
         test, device, registry, env) or _class_mismatch(marks, cls, registry, device, env.hardware_reading)
     if skip is not None:
         return Verdict(skip, None, None)
+    identity = registry.identity(device)
+    expected = _expectation(env, registry, test, function, identity)
+    if expected is not None and expected.outcome == "skip":
+        return Verdict(expected.text(identity.key), None, identity, expected)
     evaluated = evaluation.evaluate(marks, registry, device,
                                     free_memory=lambda identity: free_memory(identity.key))
+    evaluated = _ranks(evaluated, marks, test, function, registry)
     if evaluated.skip:
         _required_error(evaluated, registry, env.require)
+        _must_pass(expected, identity, evaluated.reason)
         return Verdict(evaluated.reason, None, None)
-    identity = registry.identity(device)
     facts = _facts(registry)
     for mark in marks:
         if mark.name == "xfail_on":
             condition = parse_condition(mark.name, mark.args, mark.kwargs, facts)
             if condition.applies(identity):
-                return Verdict(None, condition, identity)
-    return Verdict(None, None, identity)
+                return Verdict(None, condition, identity, expected)
+    return Verdict(None, None, identity, expected)
+
+
+def _must_pass(expected: Expectation | None, identity: DeviceIdentity, reason: str) -> None:
+    if expected is not None and expected.outcome == "pass":
+        raise DevcapsError(f"{expected.text(identity.key)}, but it was skipped: {reason}")
+
+
+def _expectation(env: EnvironmentSettings, registry: CapabilityRegistry, test: Any,
+                 function: Any, identity: DeviceIdentity) -> Expectation | None:
+    """The rule of ``PYTEST_DEVCAPS_EXPECT``'s files that decides this test, named as pytest
+    names it (the module's file relative to the working directory, class, method)."""
+    if not env.expect.value or test is None:
+        return None
+    from pytest_devcaps.config.testnames import pytorch_generic_names
+
+    expectations = _expectations(tuple(str(p) for p in env.expect.value), registry)
+    cls = type(test)
+    module = sys.modules.get(cls.__module__)
+    path = os.path.relpath(getattr(module, "__file__", None) or cls.__module__.replace(".", "/"))
+    name = test._testMethodName
+    generic = pytorch_generic_names(cls.__name__, getattr(cls, "device_type", None), name,
+                                    getattr(function, "__name__", None))
+    nodeid = f"{path.replace(os.sep, '/')}::{cls.__name__}::{name}"
+    return expectations.lookup(TestName(nodeid, *generic), identity)
+
+
+@functools.lru_cache(maxsize=4)
+def _expectations(paths: tuple[str, ...], registry: CapabilityRegistry) -> Expectations:
+    from pytest_devcaps.config.expectfile import load_expectations
+
+    return load_expectations(paths, registry.facts)
+
+
+def _ranks(evaluated: evaluation.Evaluation, marks: list[pytest.Mark], test: Any, function: Any,
+           registry: CapabilityRegistry) -> evaluation.Evaluation:
+    """``requires_ranks``: the world of the test's class, checked now
+    (:mod:`pytest_devcaps.marks.multiprocess`); a class without one is a MarkerError."""
+    if not any(mark.name == RANKS_MARKER for mark in marks):
+        return evaluated
+    from pytest_devcaps.distributed.settings import share_devices
+    from pytest_devcaps.marks import multiprocess
+
+    cls = type(test) if test is not None else None
+    method = test._testMethodName if test is not None else getattr(function, "__name__", "")
+    missing = multiprocess.ranks_missing(marks, cls, method, registry, share_devices)
+    return multiprocess.with_ranks(evaluated, multiprocess.wanted(marks), missing)
 
 
 def _facts(registry: CapabilityRegistry) -> FactVocabulary:
@@ -240,12 +298,12 @@ def _facts(registry: CapabilityRegistry) -> FactVocabulary:
     return known_facts(registry)
 
 
-def expecting_failure(function: Callable[..., Any], test: Any, condition: Condition) -> Callable[..., Any]:
+def expecting_failure(function: Callable[..., Any], test: Any, raises: Any = None) -> Callable[..., Any]:
     """``function`` as unittest's expected failure (``@unittest.expectedFailure``): unittest
     reads ``__unittest_expecting_failure__`` before the test runs, and has only the strict
     kind, so a pass is an "unexpected success" that fails the run. An exception that is not
     among ``raises`` is a failure, as pytest reports it."""
-    catch = condition.raises or Exception
+    catch = raises or Exception
 
     @functools.wraps(function)
     def run_expecting(*args: Any, **kwargs: Any) -> Any:
@@ -283,11 +341,58 @@ def guard(test: unittest.TestCase) -> None:
             raise DevcapsError(message)
 
         setattr(test, name, refuse)
+        test.setUp = refuse  # type: ignore[method-assign]  # errors before setUp, as under pytest
         return
     if found.skip is not None:
         setattr(test, name, _skipped(found.skip))
     elif found.xfail is not None:
-        setattr(test, name, expecting_failure(getattr(test, name), test, found.xfail))
+        setattr(test, name, expecting_failure(getattr(test, name), test, found.xfail.raises))
+    if found.skip is None and found.expectation is not None and found.identity is not None:
+        setattr(test, name, expected_outcome(getattr(test, name), test, found.expectation,
+                                             found.identity.key))
+
+
+def expected_outcome(function: Callable[..., Any], test: Any, rule: Expectation,
+                     device: str) -> Callable[..., Any]:
+    """``function`` as an expectations rule has it run under unittest: ``xfail`` strict as
+    unittest's expected failure (a pass fails the run), non-strict as a skip naming the failure
+    when it fails (unittest has no non-strict kind; pytest's junit XML reports an xfail as a
+    skip too); ``flaky`` run again up to ``reruns`` times; ``pass``: a skip is a failure."""
+    if rule.outcome == "xfail" and rule.strict:
+        return expecting_failure(function, test)
+    if rule.outcome == "pass" and getattr(function, "__unittest_skip__", False):
+        why = getattr(function, "__unittest_skip_why__", "")
+        return _failing(f"{rule.text(device)}, but it was skipped: {why}")
+
+    @functools.wraps(function)
+    def run_expected(*args: Any, **kwargs: Any) -> Any:
+        attempts = rule.reruns + 1 if rule.outcome == "flaky" else 1
+        for attempt in range(attempts):
+            try:
+                return function(*args, **kwargs)
+            except unittest.SkipTest as skip:
+                if rule.outcome == "pass":
+                    raise AssertionError(f"{rule.text(device)}, but it was skipped: {skip}") from None
+                raise
+            except Exception as error:
+                if rule.outcome == "xfail":
+                    first = str(error).strip().split("\n", 1)[0]
+                    raise unittest.SkipTest(f"xfailed: {rule.text(device)}: "
+                                            f"{type(error).__name__}: {first}") from None
+                if attempt + 1 == attempts:
+                    raise
+                time.sleep(rule.delay)
+        return None
+
+    return run_expected
+
+
+def _failing(message: str) -> Callable[..., None]:
+    """A test method that fails with ``message`` (a must-pass test that would be skipped)."""
+    def failing(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError(message)
+
+    return failing
 
 
 def _skipped(reason: str) -> Callable[..., None]:
@@ -310,6 +415,14 @@ def checked_call(wrapper: Callable[..., Any], function: Callable[..., Any],
     found = verdict(wrapper, test)
     if found.skip is not None:
         raise unittest.SkipTest(found.skip)
+    rule = found.expectation
+    if rule is not None and found.identity is not None:
+        if rule.outcome == "xfail" and rule.strict:
+            raise DevcapsError(f"{rule.text(found.identity.key)}: under plain unittest, a strict "
+                               "xfail needs the TestCase class to use DevcapsMixin or a devcaps "
+                               "class decorator (unittest decides expected failures before the "
+                               "test method runs)")
+        return expected_outcome(function, test, rule, found.identity.key)(*args, **kwargs)
     if found.xfail is not None:
         where = found.xfail.key if found.identity is None else found.xfail.describe(found.identity)
         raise DevcapsError(f"{where}: under plain unittest, xfail_on needs the TestCase class to "

@@ -28,8 +28,11 @@ def test_check_runs_a_suite_and_prints_the_matrix(kernels_check: tuple[int, str,
     assert status == 0, out
     assert "devcaps: 1 device(s)" in out  # the capability table comes first
     assert "[1/1] suite kernels ..." in out
-    # per-test progress: each test's id as it runs, with its outcome
-    assert "test_errors.py::test_invalid_input_raises[cpu-meta_device] PASSED" in out
+    # one progress line per suite (tests done / total, elapsed), not every test's line
+    assert "test_errors.py::test_invalid_input_raises[cpu-meta_device] PASSED" not in out
+    progress = next(line for line in out.splitlines() if line.startswith("[1/1] suite kernels: "))
+    done, _, total = progress.split()[3].partition("/")
+    assert done == total and int(total) > 10 and progress.endswith(f"{total} passed")
     row = next(line for line in out.splitlines() if line.startswith("kernels  cpu"))
     passed = int(row.split()[2])
     assert passed > 10 and row.split()[3:6] == ["0", "0", "0"]
@@ -39,6 +42,18 @@ def test_check_runs_a_suite_and_prints_the_matrix(kernels_check: tuple[int, str,
     assert suite["suite"] == "kernels" and suite["counts"]["cpu"]["passed"] == passed
     assert len(suite["tests"]) == passed and {t["outcome"] for t in suite["tests"]} == {"passed"}
     assert [d["type"] for d in data["devices"]] == ["cpu"] and data["capabilities"]
+
+
+def test_check_verbose_shows_every_test_and_a_failure_its_summary(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "-v", "--suite", "kernels", "--", "-k", "test_invalid_input_raises"]) == 0
+    # the child's -v output is live on our stdout (not through sys.stdout): only our lines here
+    out = capsys.readouterr().out
+    assert "[1/1] suite kernels ..." in out and "devcaps check: all suites passed" in out
+    from pytest_devcaps.commands.check import failure_lines
+
+    log = "x\n=== short test summary info ===\nFAILED a.py::t - boom\n1 failed in 1s\n"
+    assert failure_lines(log) == ["    === short test summary info ===",
+                                  "    FAILED a.py::t - boom", "    1 failed in 1s"]
 
 
 def test_check_json_matches_the_schema(kernels_check: tuple[int, str, dict[str, Any]]) -> None:
@@ -57,6 +72,7 @@ def test_check_fails_when_a_suite_fails(capsys: pytest.CaptureFixture[str]) -> N
     row = next(line for line in out.splitlines() if line.startswith("kernels  cpu"))
     assert int(row.split()[4]) > 0  # errors: required capability missing
     assert "devcaps check: FAILED in kernels" in out
+    assert "    ERROR " in out and "short test summary info" in out  # why, from the suite's log
 
 
 def test_check_unknown_suite(capsys: pytest.CaptureFixture[str]) -> None:

@@ -114,7 +114,7 @@ def test_a_registry_of_many_devices_is_read_in_linear_time(monkeypatch: pytest.M
         monkeypatch.setattr(DeviceIdentity, "key", property(counted))
         try:
             assert len(list(registry)) == devices * len(names)
-            registry.identity(f"cuda:{devices - 1}")
+            registry.identity(f"{identities[-1].type}:{devices - 1}")
         finally:
             monkeypatch.setattr(DeviceIdentity, "key", key)
         return computed[0]

@@ -159,6 +159,17 @@ def test_accelerator_lookups_follow_torch_accelerator(
     monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda *a: None)  # a CPU-only build
     assert runtime.accelerator_type() is None
     assert not runtime.is_accelerator("cpu") and not runtime.is_accelerator(FAKE)
+    assert runtime.accelerator_text() == "none in this build"
+
+
+def test_reasons_name_an_accelerator_without_devices_as_such(
+        monkeypatch: pytest.MonkeyPatch, fake: FakeDeviceModule) -> None:
+    """A build with an accelerator compiled in and no device of it here (a CUDA build on a
+    machine without a GPU) is a CPU-only machine: reasons say so."""
+    monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda *a: torch.device(FAKE))
+    assert runtime.accelerator_text() == FAKE  # the fake module has 3 devices
+    monkeypatch.setattr(fake, "device_count", lambda: 0, raising=False)
+    assert runtime.accelerator_text() == f"{FAKE}, with no device here"
 
 
 def test_default_dist_backend_reads_torchs_table(monkeypatch: pytest.MonkeyPatch) -> None:

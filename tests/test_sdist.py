@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-_SKIP = shutil.ignore_patterns(".git", ".venv", "venv", "build", "dist", "*.egg-info",
+_SKIP = shutil.ignore_patterns(".git", ".venv*", "venv", "build", "dist", "*.egg-info",
                                "__pycache__", "*.pyc", ".pytest_cache", ".mypy_cache", ".*cache*")
 _BUILD = "from setuptools import build_meta as b, sys; print(getattr(b, sys.argv[1])(sys.argv[2]))"
 

@@ -38,6 +38,8 @@ ENV_REQUIRE = "PYTEST_DEVCAPS_REQUIRE"
 ENV_PROBE_TIMEOUT = "PYTEST_DEVCAPS_PROBE_TIMEOUT"
 ENV_HARDWARE = "PYTEST_DEVCAPS_HARDWARE"
 ENV_HARDWARE_READING = "PYTEST_DEVCAPS_HARDWARE_READING"
+ENV_EXPECT = "PYTEST_DEVCAPS_EXPECT"
+ENV_EXPECT_STRICT = "PYTEST_DEVCAPS_EXPECT_STRICT"
 ENV_CACHE_DIR = "PYTEST_DEVCAPS_CACHE_DIR"
 ENV_EMU_DEVICES = "PYTEST_DEVCAPS_EMU_DEVICES"
 ENV_EMU_CACHE_DIR = "PYTEST_DEVCAPS_EMU_CACHE_DIR"
@@ -75,6 +77,10 @@ VARIABLES: Mapping[str, Variable] = _table(
     Variable(ENV_HARDWARE, "hardware classes to run; others are deselected (--devcaps-hardware)"),
     Variable(ENV_HARDWARE_READING, "how a declared hardware class is read: devcaps or pytorch "
                                    "(--devcaps-hardware-reading)"),
+    Variable(ENV_EXPECT, "expectations YAML files (known failures, skips, flaky and must-pass "
+                         "tests per device), os.pathsep-separated (--devcaps-expect)"),
+    Variable(ENV_EXPECT_STRICT, "1: a stale expectations entry fails the run "
+                                "(--devcaps-expect-strict)"),
     Variable(ENV_CACHE_DIR, "where the probe cache lives (default $XDG_CACHE_HOME/pytest-devcaps)"),
     Variable(ENV_EMU_DEVICES, "how many emu devices each process gets (unset: no emu backend)"),
     Variable(ENV_EMU_CACHE_DIR, "where the emu extension is built (default emu/ in the cache)"),

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 import warnings
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from pytest_devcaps.backends.base import BackendAdapter
 from pytest_devcaps.backends.cpu import CpuAdapter
@@ -17,8 +18,11 @@ from pytest_devcaps.model import DeviceIdentity
 
 __all__ = [
     "BackendAdapter", "CpuAdapter", "CudaAdapter", "HpuAdapter", "MpsAdapter",
-    "PrivateUse1Adapter", "XpuAdapter", "builtin_backends", "discover_devices",
+    "PrivateUse1Adapter", "XpuAdapter", "builtin_backends", "describe_build", "discover_devices",
 ]
+
+#: How headers name the build of torch's accelerator device types.
+_BUILD_NAMES = {"cuda": "CUDA", "xpu": "XPU", "mps": "MPS", "hpu": "HPU", "mtia": "MTIA"}
 
 
 def builtin_backends() -> list[BackendAdapter]:
@@ -60,3 +64,24 @@ def _safe_type(adapter: BackendAdapter) -> str:
         return str(adapter.type)
     except Exception:
         return ""
+
+
+def describe_build(devices: Sequence[DeviceIdentity]) -> str | None:
+    """``torch 2.14.1+cu130: CUDA build, no device``: the torch in this process, the accelerator
+    it was built for (``torch.accelerator.current_accelerator()``: compiled in, usable or not)
+    and, where ``devices`` (what discovery found) has none of that type, that it has none: a
+    CUDA build on a machine without a GPU is a CPU-only machine, and every answer is the CPU's.
+    None before torch is imported (nothing was discovered)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    compiled = torch.accelerator.current_accelerator()
+    if compiled is None:
+        return f"torch {torch.__version__}: CPU build"
+    kind = str(compiled.type)
+    if kind == torch._C._get_privateuse1_backend_name():  # an out-of-tree backend, loaded
+        built = f"{kind} backend (PrivateUse1)"
+    else:
+        built = ("ROCm" if kind == "cuda" and torch.version.hip else _BUILD_NAMES.get(kind, kind)) + " build"
+    found = any(identity.type == kind for identity in devices)
+    return f"torch {torch.__version__}: {built}" + ("" if found else ", no device")

@@ -8,6 +8,12 @@ from pytest_devcaps.model import DeviceIdentity, Fact
 
 #: The host OS, set by every builtin adapter.
 PLATFORM_FACT = Fact("sys.platform of the host: linux, win32, darwin")
+#: A fact an adapter may declare (emu's does): True when every process has devices of its own,
+#: so the ranks of a world never contend for one and a world may have more ranks than devices
+#: (the distributed fixture places rank r on device r mod count).
+PRIVATE_DEVICES = "private_devices"
+PRIVATE_DEVICES_FACT = Fact("True: each process has devices of its own (no two ranks contend "
+                            "for one), so a distributed world may have more ranks than devices")
 
 
 @runtime_checkable

@@ -1,7 +1,8 @@
 """``devcaps check``: the capability table, then every bundled suite on every device, as a matrix.
 
-Each suite runs in a child pytest that prints one line per test as it starts and ends (``-v``),
-so a long suite shows where it is. ``--json`` writes a ``check`` report (``report.formats``):
+Each suite runs in a child pytest whose output goes to a log: one progress line per suite
+(tests done / total, elapsed; rewritten in place on a terminal, every minute in a CI log) and,
+for a suite that failed, its short summary; ``-v`` shows every test's line instead. ``--json`` writes a ``check`` report (``report.formats``):
 the capability records and every suite's per-test outcomes, ready for ``devcaps report``.
 """
 
@@ -74,35 +75,115 @@ def count_outcomes(tests: Sequence[dict[str, Any]]) -> dict[str, Counter[str]]:
 
 
 def run_suite(name: str, pytest_args: Sequence[str], *, devices: str | None,
-              overrides: Sequence[str]) -> SuiteResult:
-    """Run one suite in a child pytest (live progress on our stdout) and read its JSON report."""
+              overrides: Sequence[str], verbose: bool = False, label: str = "") -> SuiteResult:
+    """Run one suite in a child pytest and read its JSON report. Quiet (the default): the
+    child's output goes to a log, and one progress line (tests done / total, elapsed) stands for
+    it; a failing suite shows the log's short summary. ``verbose``: the child's ``-v`` output,
+    live."""
     with tempfile.TemporaryDirectory(prefix="devcaps-check-") as tmp:
-        report = Path(tmp) / "report.json"
-        # -v: each test's id when it starts, its outcome when it ends (the live progress);
+        folder = Path(tmp)
+        report, progress = folder / "report.json", folder / "progress.txt"
         # --no-header: the capability table was printed once already
         command = [sys.executable, "-m", "pytest", "--pyargs", f"pytest_devcaps.suites.{name}",
-                   "-p", "pytest_devcaps", "-v", "--no-header", "-rfE", f"--devcaps-json={report}",
-                   "-p", "no:cacheprovider", *pytest_args]
+                   "-p", "pytest_devcaps", "-p", "pytest_devcaps.commands.check_progress",
+                   "-v" if verbose else "-q", "--no-header", "-rfE", f"--devcaps-json={report}",
+                   f"--devcaps-check-progress={progress}", "-p", "no:cacheprovider", *pytest_args]
         if devices:
             command.append(f"--devcaps-devices={devices}")
         command += [f"--devcaps-overrides={path}" for path in overrides]
         started = time.perf_counter()
         # The child runs in a temporary folder (so no conftest.py or ini file of the caller's
         # folder applies): paths given to it must be absolute (command_check resolves its own).
-        exit_code = subprocess.call(command, cwd=tmp, env=dict(os.environ))
+        if verbose:
+            exit_code = subprocess.call(command, cwd=tmp, env=dict(os.environ))
+            log = ""
+        else:
+            exit_code, log = _run_quietly(command, folder, progress, label or name, started)
         result = SuiteResult(name, exit_code, time.perf_counter() - started)
         if report.is_file():
             result.tests = json.loads(report.read_text())["tests"]
             result.counts = count_outcomes(result.tests)
             result.hardware = Counter(t["hardware"] for t in result.tests if t.get("hardware"))
-        _warn_left_behind(name, Path(tmp), report)
+        if not verbose:
+            _finish_line(label or name, result, progress, log)
+        _warn_left_behind(name, folder, {report, progress, folder / LOG_NAME})
         return result
 
 
-def _warn_left_behind(name: str, folder: Path, report: Path) -> None:
+LOG_NAME = "output.log"
+TICK_SECONDS = 60.0
+"""Without a terminal, a progress line at most this often (a CI log stays short)."""
+
+
+def read_progress(path: Path) -> tuple[int, int]:
+    """(tests done, total) from the child's progress file; (0, 0) before it collected."""
+    try:
+        lines = path.read_text(encoding="utf-8").split()
+    except OSError:
+        return 0, 0
+    return (int(lines[-2]), int(lines[-1])) if len(lines) >= 2 else (0, 0)
+
+
+def _progress_text(label: str, done: int, total: int, seconds: float) -> str:
+    return f"{label}: {done}/{total or '?'} tests, {seconds:.0f} s"
+
+
+def _run_quietly(command: list[str], folder: Path, progress: Path, label: str,
+                 started: float) -> tuple[int, str]:
+    tty = sys.stdout.isatty()
+    log_path = folder / LOG_NAME
+    with open(log_path, "w", encoding="utf-8") as log:
+        child = subprocess.Popen(command, cwd=folder, env=dict(os.environ), stdout=log,
+                                 stderr=subprocess.STDOUT)
+        last_tick = started
+        try:
+            while child.poll() is None:
+                time.sleep(0.5)
+                now = time.perf_counter()
+                if tty:
+                    print("\r" + _progress_text(label, *read_progress(progress), now - started),
+                          end="", flush=True)
+                elif now - last_tick >= TICK_SECONDS:
+                    print("  " + _progress_text(label, *read_progress(progress), now - started),
+                          flush=True)
+                    last_tick = now
+        except KeyboardInterrupt:
+            child.terminate()
+            child.wait()
+            raise
+        finally:
+            if tty:
+                print("\r", end="")
+    return child.returncode, log_path.read_text(encoding="utf-8", errors="replace")
+
+
+def _finish_line(label: str, result: SuiteResult, progress: Path, log: str) -> None:
+    """The suite's one line, and what a person needs when it failed: the short summary."""
+    done, total = read_progress(progress)
+    counts: Counter[str] = Counter()
+    for per_device in result.counts.values():
+        counts.update(per_device)
+    summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()) if n)
+    print(f"{_progress_text(label, done, total, result.seconds)}: "
+          f"{summary or f'pytest exit code {result.exit_code}'}", flush=True)
+    if result.exit_code not in (0, 5):
+        print("\n".join(failure_lines(log)), flush=True)
+
+
+def failure_lines(log: str, limit: int = 40) -> list[str]:
+    """The child's short test summary (``-rfE``), else its last lines: why the suite failed."""
+    lines = log.rstrip().splitlines()
+    start = next((i for i, line in enumerate(lines) if "short test summary info" in line), None)
+    shown = lines[start:] if start is not None else lines[-20:]
+    if len(shown) > limit:
+        shown = shown[:limit] + [f"... {len(shown) - limit} more line(s); rerun with -v"]
+    return ["    " + line for line in shown]
+
+
+def _warn_left_behind(name: str, folder: Path, ours: set[Path]) -> None:
     """Files a suite wrote into its temporary folder (``-- --junitxml=out.xml``) are deleted
     with it: say so rather than lose them silently."""
-    left = sorted(str(p.relative_to(folder)) for p in folder.iterdir() if p != report)
+    left = sorted(str(p.relative_to(folder)) for p in folder.iterdir() if p not in ours)
     if left:
         print(f"devcaps check: suite {name} wrote {', '.join(left)} into its temporary working "
               "folder, which is deleted now; give paths in pytest arguments as absolute paths",
@@ -175,10 +256,12 @@ def command_check(args: argparse.Namespace) -> int:
         print("devcaps check: no bundled suite is installed", file=sys.stderr)
         return 1
     results = []
+    verbose = bool(getattr(args, "verbose", False))
     for index, name in enumerate(suites, 1):
-        print(f"\n[{index}/{len(suites)}] suite {name} ...", flush=True)
+        label = f"[{index}/{len(suites)}] suite {name}"
+        print(f"\n{label} ..." if verbose else f"{label} ...", flush=True)
         results.append(run_suite(name, args.pytest_args, devices=args.devices,
-                                 overrides=overrides))
+                                 overrides=overrides, verbose=verbose, label=label))
     print("\ndevcaps check: suite x device")
     for line in format_matrix(results):
         print(line)

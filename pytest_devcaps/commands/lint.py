@@ -1,4 +1,4 @@
-"""``devcaps lint [PATH ...] [--exclude GLOB] [--format text|json|github] [--fix | --diff]``.
+"""``devcaps lint [PATH ...] [--exclude GLOB] [--format text|json|github] [--fix [--verify] | --diff]``.
 
 Exit status: 0 nothing found (or everything fixed), 1 findings (left), 2 bad input: a path
 that does not exist, a file that cannot be read or parsed (reported as ``DC000``), an unknown
@@ -8,6 +8,7 @@ rule code in a pragma, or ``--fix``/``--diff`` without LibCST (the ``lint`` extr
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence, TextIO
 
@@ -31,13 +32,19 @@ def _status(analyses: Sequence[Analysis]) -> int:
 
 
 def run(paths: Sequence[str], exclude: Sequence[str], fmt: str = "text", mode: str = "check",
-        out: TextIO | None = None, err: TextIO | None = None, target: Target = "devcaps") -> int:
+        out: TextIO | None = None, err: TextIO | None = None, target: Target = "devcaps",
+        verify_timeout: float | None = None) -> int:
     """Run the lint; ``mode`` is ``check``, ``fix`` (write files), ``diff`` (print a patch) or
-    ``fix-check`` (write nothing; exit 1 if --fix would change a file)."""
+    ``fix-check`` (write nothing; exit 1 if --fix would change a file). ``verify_timeout`` (fix
+    only): run each file's tests before and after, keep only the rewrites that hold
+    (:mod:`pytest_devcaps.commands.verify`), at most that many seconds per file."""
     out = out or sys.stdout
     err = err or sys.stderr
     if mode == "diff" and fmt != "text":
         raise LintInputError("--diff prints a patch; --format applies to findings (drop one of them)")
+    if verify_timeout is not None and mode != "fix":
+        raise LintInputError("--verify goes with --fix (`devcaps lint --fix --verify`): it runs the tests "
+                             "before writing what holds")
     if mode != "check":
         from pytest_devcaps.lint.codemod import require_libcst
 
@@ -51,7 +58,7 @@ def run(paths: Sequence[str], exclude: Sequence[str], fmt: str = "text", mode: s
             out.write(f"devcaps lint: {len(analyses)} file{'s' if len(analyses) != 1 else ''} "
                       "checked, no hardcoded device checks\n")
         return _status(analyses)
-    return _rewrite(analyses, fmt, mode, out, err, target, [str(p) for p in paths])
+    return _rewrite(analyses, fmt, mode, out, err, target, [str(p) for p in paths], verify_timeout)
 
 
 def _root(path: str, paths: Sequence[str]) -> str | None:
@@ -100,8 +107,30 @@ def _write(snapshot: SourceSnapshot, text: str, root: str | None, err: TextIO) -
     return True
 
 
+def _verified(result: FixResult, target: Target, timeout: float, err: TextIO) -> FixResult | None:
+    """``result`` as far as its tests hold (see commands.verify); None: leave the file as it was."""
+    from pytest_devcaps.commands.verify import verify_file
+    from pytest_devcaps.lint.analyze import analyze
+
+    verdict = verify_file(Path(result.path), result.before, target, timeout)
+    err.write(verdict.report())
+    if verdict.text is None:
+        return None
+    left = result.left if verdict.text == result.after else analyze(verdict.text, result.path, target)
+    found = len(result.found.findings) if result.found else 0
+    return FixResult(result.path, result.before, verdict.text, max(found - len(left.findings), 0), left, result.found)
+
+
+def _verified_counts(result: FixResult) -> FileCounts:
+    """Found / fixed / left of a verified file: fixed is what the written text no longer has."""
+    found = Counter(f.code for f in (result.found.findings if result.found else ()))
+    left = Counter(f.code for f in result.left.findings)
+    fixed = {code: n - left[code] for code, n in found.items() if n > left[code]}
+    return FileCounts(result.path, dict(sorted(found.items())), dict(sorted(fixed.items())), dict(sorted(left.items())))
+
+
 def _rewrite(analyses: list[Analysis], fmt: str, mode: str, out: TextIO, err: TextIO, target: Target,
-             paths: Sequence[str] = ()) -> int:
+             paths: Sequence[str] = (), verify_timeout: float | None = None) -> int:
     left: list[Analysis] = []
     counts: list[FileCounts] = []
     fixed = files = 0
@@ -109,19 +138,36 @@ def _rewrite(analyses: list[Analysis], fmt: str, mode: str, out: TextIO, err: Te
     for analysis in analyses:
         root = _root(analysis.path, paths)
         done = _fix_one(analysis, target, err, root)
+        if done is not None and done[0].changed and verify_timeout is not None:
+            verified = _verified(done[0], target, verify_timeout, err)
+            done = (verified, done[1]) if verified is not None else None
+            if done is None:  # every rewrite undone: the file stays as it is, and that is no failure
+                left.append(analysis)
+                counts.append(file_counts(analysis.path, analysis.findings, analysis.findings))
+                continue
         result = done[0] if done is not None else None
         if done is not None and done[0].changed and mode == "fix" and not _write(done[1], done[0].after, root, err):
             result = None  # refused (changed meanwhile, a link out of the tree...): the file is as it was
         failed = failed or (result is None and analysis.readable and any(f.fixable for f in analysis.findings))
         left.append(result.left if result is not None else analysis)
-        counts.append(result.counts() if result is not None else file_counts(analysis.path, analysis.findings,
-                                                                             analysis.findings))
+        if result is not None and verify_timeout is not None:
+            counts.append(_verified_counts(result))
+        else:
+            counts.append(result.counts() if result is not None else file_counts(analysis.path, analysis.findings,
+                                                                                 analysis.findings))
         if result is None or not result.changed:
             continue
         fixed, files = fixed + result.fixed, files + 1
         if mode == "diff":
             out.write(result.diff())
     counts = [c for c in counts if c.found]
+    if target == "torch" and counts:
+        from pytest_devcaps.lint import layout
+
+        if not layout.available():
+            err.write(f"devcaps lint: test classes were not classified: the installed torch "
+                      f"({layout.installed_torch()}) has no HardwareClassification, which PyTorch's TEST_LINTER "
+                      "form needs (torch 2.14+); run --target torch again with it installed\n")
     remaining = [a for a in left if a.findings]
     verb = {"diff": "would fix", "fix-check": "would fix"}.get(mode, "fixed")
     if fmt == "json" and mode != "diff":

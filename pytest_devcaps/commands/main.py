@@ -71,6 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
     rewrite.add_argument("--diff", action="store_true", help="print what --fix would change, as a patch")
     lint.add_argument("--check", action="store_true",
                       help="with --fix: write nothing, exit 1 if anything would change (for CI, pre-commit)")
+    lint.add_argument("--verify", action="store_true",
+                      help="with --fix: run each converted file's tests under the plugin before and after, on "
+                           "the CPU and on emu (when built or PYTEST_DEVCAPS_EMU_DEVICES is set); undo the "
+                           "rewrite of every test whose outcome got worse; report what it gained")
+    lint.add_argument("--verify-timeout", type=float, default=None, metavar="SECONDS",
+                      help="with --verify: the most all test runs of one file may take (default 900)")
     lint.add_argument("--target", choices=("devcaps", "torch"), default="devcaps",
                       help="what --fix writes: devcaps (this plugin's marks and decorators, default) or "
                            "torch (only what torch itself provides, for contributions upstream)")
@@ -78,6 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--devices", metavar="TYPES", help="comma-separated device types")
     check.add_argument("--overrides", nargs="+", default=[], metavar="FILE")
     check.add_argument("--json", metavar="PATH", help="write the combined JSON report here")
+    check.add_argument("-v", "--verbose", action="store_true",
+                       help="every test's line as it runs (default: one progress line per suite)")
     check.add_argument("--suite", action="append", default=[],
                        help="only these suites (kernels, fsdp, dynamo); repeatable")
     check.add_argument("pytest_args", nargs="*", help="extra pytest arguments, after --")
@@ -105,6 +113,9 @@ def _add_report_parser(commands: argparse._SubParsersAction[argparse.ArgumentPar
     html.add_argument("-o", "--output", required=True, metavar="FLEET.html", help="'-': stdout")
     actions.add_parser("schema", help="print the JSON Schema of the reports ("
                        f"{', '.join(sorted(FORMATS))})")
+    from pytest_devcaps.commands.bringup import add_parsers
+
+    add_parsers(actions)  # diff, expect
 
 
 def command_probe(args: argparse.Namespace) -> int:
@@ -147,7 +158,17 @@ def command_lint(args: argparse.Namespace) -> int:
         raise LintInputError("--check goes with --fix (`devcaps lint --fix --check`): it says whether "
                              "--fix would change anything")
     _check_option_like_paths(args.paths)
-    return run(args.paths, args.exclude, args.format, "fix-check" if args.check else mode, target=args.target)
+    if args.verify_timeout is not None and (not args.verify or args.verify_timeout <= 0):
+        from pytest_devcaps.lint.source import LintInputError
+
+        raise LintInputError("--verify-timeout takes a positive number of seconds and goes with --verify")
+    verify_timeout = None
+    if args.verify:
+        from pytest_devcaps.commands.verify import DEFAULT_TIMEOUT_S
+
+        verify_timeout = args.verify_timeout or DEFAULT_TIMEOUT_S
+    return run(args.paths, args.exclude, args.format, "fix-check" if args.check else mode, target=args.target,
+               verify_timeout=verify_timeout)
 
 
 def _check_option_like_paths(paths: Sequence[str]) -> None:
@@ -180,6 +201,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             from pytest_devcaps.emu.command import command_emu
 
             return command_emu(args)
+        if args.command == "report" and args.report_command in ("diff", "expect"):
+            from pytest_devcaps.commands import bringup
+
+            return bringup.command_diff(args) if args.report_command == "diff" else \
+                bringup.command_expect(args)
         if args.command == "report":
             from pytest_devcaps.commands.report import command_report
 

@@ -1,4 +1,5 @@
-"""``devcaps report merge|html|schema``: the work behind the command line."""
+"""``devcaps report merge|html|schema`` (``diff`` and ``expect``: ``commands/bringup.py``): the
+work behind the command line."""
 
 from __future__ import annotations
 
@@ -70,7 +71,7 @@ def check_output(output: str) -> None:
         raise ReportError(f"cannot write: {refusal}", file=output)
 
 
-def _write(output: str, text: str) -> None:
+def write_output(output: str, text: str) -> None:
     """``text`` to ``output`` (``-``: standard output; anything else replaced atomically); a
     :class:`ReportError` for any failure (read-only, a path under a file, a full disk, a
     closed pipe)."""
@@ -125,14 +126,14 @@ def command_report(args: argparse.Namespace) -> int:
     """0 when the fleet passed, 1 when a test failed, a report failed or a rank is missing or
     repeated (2, from the CLI, for a report or output it cannot read or write)."""
     if args.report_command == "schema":
-        _write("-", schema_text())
+        write_output("-", schema_text())
         return 0
     check_output(args.output)
     if args.report_command == "merge":
         fleet = merged(args.reports)
-        _write(args.output, json.dumps(fleet, indent=1, sort_keys=True) + "\n")
+        write_output(args.output, json.dumps(fleet, indent=1, sort_keys=True) + "\n")
     else:
         fleet = fleet_of(args.reports)
-        _write(args.output, render(fleet))
+        write_output(args.output, render(fleet))
     _tell(fleet)
     return 0 if fleet["passed"] else 1

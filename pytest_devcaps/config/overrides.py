@@ -62,11 +62,18 @@ class OverrideEntry:
 
     def matches(self, identity: DeviceIdentity) -> bool:
         """True when every ``match`` fact has one of its values and ``when`` holds."""
-        facts = identity.rule_facts()
-        for name, accepted in self.match.items():
-            if not any(fact_matches(facts.get(name), value) for value in accepted):
-                return False
-        return self.when is None or self.when.evaluate(facts)
+        return device_matches(self.match, self.when, identity)
+
+
+def device_matches(match: Mapping[str, tuple[Any, ...]], when: Expression | None,
+                   identity: DeviceIdentity) -> bool:
+    """The ``match:`` / ``when:`` pair of an override entry (and of an expectations entry):
+    every ``match`` fact has one of its values and ``when`` holds."""
+    facts = identity.rule_facts()
+    for name, accepted in match.items():
+        if not any(fact_matches(facts.get(name), value) for value in accepted):
+            return False
+    return when is None or when.evaluate(facts)
 
 
 def fact_matches(actual: Any, expected: Any) -> bool:
@@ -90,10 +97,9 @@ def parse_match(value: Any, where: Where, facts: FactVocabulary) -> Mapping[str,
     return FrozenMap(parsed)
 
 
-def _parse_entry(entry: Any, where: Where, catalogue: Catalogue,
-                 facts: FactVocabulary) -> OverrideEntry:
-    expect_mapping(entry, where)
-    check_keys(entry, where, allowed={"match", "when", "set"}, required={"set"})
+def parse_selection(entry: Mapping[str, Any], where: Where, facts: FactVocabulary
+                    ) -> tuple[Mapping[str, tuple[Any, ...]], Expression | None]:
+    """An entry's ``match:`` and ``when:`` (either may be absent: every device)."""
     match: Mapping[str, tuple[Any, ...]] = FrozenMap({})
     if entry.get("match") is not None:
         match = parse_match(entry["match"], where.child(entry, "match"), facts)
@@ -103,6 +109,14 @@ def _parse_entry(entry: Any, where: Where, catalogue: Catalogue,
         text = expect_str(entry["when"], when_where)
         when = compile_expression(text, file=when_where.file, line=when_where.line,
                                   key=when_where.key, facts=facts)
+    return match, when
+
+
+def _parse_entry(entry: Any, where: Where, catalogue: Catalogue,
+                 facts: FactVocabulary) -> OverrideEntry:
+    expect_mapping(entry, where)
+    check_keys(entry, where, allowed={"match", "when", "set"}, required={"set"})
+    match, when = parse_selection(entry, where, facts)
     set_where = where.child(entry, "set")
     body = expect_mapping(entry["set"], set_where)
     if not body:

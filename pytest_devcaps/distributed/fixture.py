@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_devcaps.backends.base import PRIVATE_DEVICES
 from pytest_devcaps.distributed import settings
 
 if TYPE_CHECKING:
@@ -29,8 +30,8 @@ def make_runner(device: torch.device, dist_backend: str, devcaps: DeviceCapabili
 
     limit = timeout_of(request.node)
     watchdog = None if limit is None else min(settings.watchdog_timeout(), WATCHDOG_SHARE * limit)
-    return DistributedRunner(device=device, backend=dist_backend,
-                             share_devices=settings.share_devices(),
+    share = settings.share_devices() or devcaps.identity.facts.get(PRIVATE_DEVICES) is True
+    return DistributedRunner(device=device, backend=dist_backend, share_devices=share,
                              device_count=devcaps.identity.count, timeout_s=watchdog)
 
 

@@ -10,7 +10,13 @@ from __future__ import annotations
 import sys
 from typing import Mapping
 
-from pytest_devcaps.backends.base import PLATFORM_FACT, total_ram_bytes, torch_version
+from pytest_devcaps.backends.base import (
+    PLATFORM_FACT,
+    PRIVATE_DEVICES,
+    PRIVATE_DEVICES_FACT,
+    total_ram_bytes,
+    torch_version,
+)
 from pytest_devcaps.emu import NAME, VISIBLE_ENV
 from pytest_devcaps.model import DeviceIdentity, Fact
 
@@ -18,7 +24,13 @@ from pytest_devcaps.model import DeviceIdentity, Fact
 class EmuAdapter:
     type = NAME
     visible_devices_variable = VISIBLE_ENV
-    facts: Mapping[str, Fact] = {"platform": PLATFORM_FACT}
+    facts: Mapping[str, Fact] = {
+        "platform": PLATFORM_FACT,
+        PRIVATE_DEVICES: PRIVATE_DEVICES_FACT,  # emu's devices live in each process's memory
+        "build": Fact("the emu library's build, its source digest (csrc/ and compiler flags): "
+                      "part of the device's identity, so probe answers cached for another "
+                      "build are not reused"),
+    }
 
     def __repr__(self) -> str:
         return f"<EmuAdapter type={self.type!r}>"
@@ -34,10 +46,14 @@ class EmuAdapter:
     def discover(self) -> list[DeviceIdentity]:
         import torch
 
+        from pytest_devcaps.emu.extension import source_digest
+
+        build = source_digest()
         module = torch.get_device_module(NAME)
         count = int(module.device_count())
         return [DeviceIdentity(type=NAME, index=index, vendor=NAME,
                                name=str(module.get_device_name(index)), arch=NAME,
                                memory_bytes=total_ram_bytes(), count=count,
-                               torch_version=torch_version(), facts={"platform": sys.platform})
+                               torch_version=torch_version(), facts={"platform": sys.platform, "build": build,
+                                      PRIVATE_DEVICES: True})
                 for index in range(count)]

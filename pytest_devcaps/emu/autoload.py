@@ -9,7 +9,9 @@ stderr), or the import of torch fails saying why: never a silent "no device".
 
 What it registers is what PyTorch's OpenReg does (``torch_openreg/__init__.py``):
 ``torch.utils.rename_privateuse1_backend``, ``torch._register_device_module``,
-``torch.utils.generate_methods_for_privateuse1_backend``.
+``torch.utils.generate_methods_for_privateuse1_backend``; and, as a vendor's collective library
+does, the ``emuccl`` ``torch.distributed`` backend for the emu device type
+(:mod:`pytest_devcaps.emu.emuccl`).
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ def autoload() -> None:
 
 
 def load() -> None:
-    """Build if needed, load the library, set the device count, rename PrivateUse1 to emu."""
+    """Build if needed, load the library, set the device count, rename PrivateUse1 to emu,
+    register the collective backend."""
     global _loaded
     import ctypes
 
@@ -46,17 +49,33 @@ def load() -> None:
         rename_privateuse1_backend,
     )
 
-    from pytest_devcaps.emu import NAME, device
-    from pytest_devcaps.emu.extension import ensure_built
+    from pytest_devcaps.emu import NAME, device, emuccl
+    from pytest_devcaps.emu.extension import EXTENSION, ensure_built
     from pytest_devcaps.emu.config import device_count
 
     count = device_count(os.environ)
     path, _ = ensure_built(str(torch.__version__))
     library: Any = ctypes.CDLL(str(path))
+    # The same file as a Python extension module (the EmuBackend class): the dynamic loader
+    # hands back the copy ctypes mapped, so both share the devices and the allocator.
+    device.bind(library, _import_extension(EXTENSION, str(path)))
     library.devcaps_emu_set_device_count(count)
-    device.bind(library)
     rename_privateuse1_backend(NAME)
     register: Any = torch._register_device_module
     register(NAME, device)
     generate_methods_for_privateuse1_backend(for_storage=True)
+    emuccl.register()
     _loaded = True
+
+
+def _import_extension(name: str, path: str) -> Any:
+    """The extension module in the library at ``path`` (the file the trust check passed)."""
+    import importlib.machinery
+    import importlib.util
+
+    loader = importlib.machinery.ExtensionFileLoader(name, path)
+    spec = importlib.util.spec_from_loader(name, loader, origin=path)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module

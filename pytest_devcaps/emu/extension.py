@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import TextIO
@@ -31,7 +32,9 @@ CACHE_ENV = ENV_EMU_CACHE_DIR
 #: The extension's name: the library is ``<build folder>/devcaps_emu.so``.
 EXTENSION = "devcaps_emu"
 SOURCES = tuple(Path(__file__).resolve().parent / "csrc" / name
-                for name in ("emu.cpp", "emu_autocast.cpp"))
+                for name in ("emu.cpp", "emu_runtime.cpp", "emu_autocast.cpp", "emu_c10d.cpp"))
+#: Included by the sources: part of the digest, not compiled on their own.
+HEADERS = tuple(Path(__file__).resolve().parent / "csrc" / name for name in ("emu_device.h",))
 #: Compiler flags; part of the cache key.
 CFLAGS = ("-O1",)
 #: A cold build on a loaded two-core machine takes about a minute; past this it has hung.
@@ -45,7 +48,7 @@ class EmuBuildError(DevcapsError):
 def source_digest() -> str:
     """A digest of the C++ sources and the flags they are compiled with."""
     digest = hashlib.sha256()
-    for source in SOURCES:
+    for source in (*SOURCES, *HEADERS):
         digest.update(source.read_bytes())
     digest.update(repr(CFLAGS).encode())
     return digest.hexdigest()[:16]
@@ -120,15 +123,36 @@ def _compile_in_child(directory: Path, log: TextIO) -> None:
     env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
     command = [sys.executable, "-c", "import sys; from pytest_devcaps.emu.extension import compile_"
                "library; compile_library(sys.argv[1])", str(directory)]
-    try:
-        done = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, timeout=BUILD_TIMEOUT_S, check=False)
-    except subprocess.TimeoutExpired:
-        raise EmuBuildError(f"the emu build did not finish in {BUILD_TIMEOUT_S:.0f} s "
-                            f"(folder {directory})") from None
-    if done.returncode != 0:
-        tail = "\n".join(done.stdout.strip().splitlines()[-25:])
-        raise EmuBuildError(f"the emu build failed (exit code {done.returncode}):\n{tail}")
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as output:
+        child = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT, text=True)
+        code = _wait_with_progress(child, log, directory)
+        output.seek(0)
+        text = output.read()
+    if code != 0:
+        tail = "\n".join(text.strip().splitlines()[-25:])
+        raise EmuBuildError(f"the emu build failed (exit code {code}):\n{tail}")
+
+
+PROGRESS_EVERY_S = 15.0
+"""How often a build in progress says so (the compile step is silent otherwise)."""
+
+
+def _wait_with_progress(child: subprocess.Popen[str], log: TextIO, directory: Path) -> int:
+    """The child's exit code; meanwhile a line on ``log`` every :data:`PROGRESS_EVERY_S` with
+    the compile step's elapsed time. Past :data:`BUILD_TIMEOUT_S` the child is killed."""
+    started = time.monotonic()
+    while True:
+        try:
+            return child.wait(timeout=PROGRESS_EVERY_S)
+        except subprocess.TimeoutExpired:
+            elapsed = time.monotonic() - started
+            if elapsed >= BUILD_TIMEOUT_S:
+                child.kill()
+                child.wait()
+                raise EmuBuildError(f"the emu build did not finish in {BUILD_TIMEOUT_S:.0f} s "
+                                    f"(folder {directory})") from None
+            print(f"devcaps emu: compiling {', '.join(s.name for s in SOURCES)} "
+                  f"(ninja, g++): {elapsed:.0f} s so far", file=log, flush=True)
 
 
 def compile_library(directory: str) -> None:

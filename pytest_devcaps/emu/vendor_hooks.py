@@ -1,4 +1,5 @@
-"""The hooks a vendor's package implements: its backend adapter, and its say on the answers.
+"""The hooks a vendor's package implements: its backend adapter, its collective backend's
+capability and probe, and its say on the answers.
 
 Registered under the ``pytest11`` entry-point group (pytest sessions) and the ``devcaps`` group
 (the ``devcaps`` CLI). ``optionalhook``: it loads harmlessly where pytest-devcaps' hooks are not
@@ -15,7 +16,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from pytest_devcaps.model import CapabilityRecord, DeviceIdentity
-    from pytest_devcaps.registry.registrars import BackendRegistrar
+    from pytest_devcaps.registry.registrars import BackendRegistrar, CapabilityRegistrar
 
 hookimpl = pluggy.HookimplMarker("pytest")
 
@@ -27,9 +28,29 @@ def pytest_devcaps_register_backends(registrar: BackendRegistrar) -> None:
     registrar.add(EmuAdapter())
 
 
+@hookimpl(optionalhook=True)
+def pytest_devcaps_register_capabilities(registrar: CapabilityRegistrar) -> None:
+    """emu's collective backend as a capability of its own, measured by its probe (what a
+    vendor does for its collective library: hccl, for one, is not in the shipped catalogue's
+    probes)."""
+    from pytest_devcaps.emu.emuccl import BACKEND, probe_emuccl
+
+    registrar.capability(f"dist.{BACKEND}", f"the {BACKEND} torch.distributed backend (emu's "
+                         "own: collectives of emu tensors through gloo over host memory)")
+    registrar.probe(f"dist.{BACKEND}", probe_emuccl)
+
+
 #: Capabilities whose probe runs compute: on emu it runs in the host CPU's kernels.
 COMPUTE_PREFIXES = ("dtype.", "mm.", "attention.")
 EMULATED_REASON = "emu runs it with the host CPU's kernels (boxed CPU fallback): emulated"
+#: Capabilities a probe proves work on emu, done by the host without a device: why each is
+#: emulated.
+EMULATED_BY_HOST = {
+    "runtime.streams": "emu runs each stream's work at once, in order, on the host: streams, "
+                       "their order and waits hold, but no two run concurrently: emulated",
+    "dist.emuccl": "emuccl moves emu tensors with gloo over host memory (there is no device "
+                   "interconnect): emulated",
+}
 
 
 @hookimpl(optionalhook=True)
@@ -43,8 +64,13 @@ def pytest_devcaps_adjust_results(device: DeviceIdentity, records: Sequence[Capa
         return None
     from pytest_devcaps.model import PROBE_SOURCE, Level
 
+    def why(capability: str) -> str | None:
+        if capability.startswith(COMPUTE_PREFIXES):
+            return EMULATED_REASON
+        return EMULATED_BY_HOST.get(capability)
+
     return [dataclasses.replace(record, level=Level.EMULATED, source="hook:devcaps-emu",
-                                reason=f"{record.reason}; {EMULATED_REASON}")
+                                reason=f"{record.reason}; {reason}")
             for record in records
             if record.level is Level.NATIVE and record.source == PROBE_SOURCE
-            and record.capability.startswith(COMPUTE_PREFIXES)]
+            and (reason := why(record.capability)) is not None]

@@ -8,15 +8,16 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from typing import Mapping
+from typing import Iterator, Mapping
 
+from pytest_devcaps.lint import layout
 from pytest_devcaps.lint.finder import NO_DEVICE_HELPER, Finder
 from pytest_devcaps.lint.helpers import threadable
 from pytest_devcaps.lint.items import Construct, Item, Residue, decide
 from pytest_devcaps.lint.libraries import libraries
 from pytest_devcaps.lint.records import (
     AddParameter, Analysis, Edit, EditCall, EnsureDeviceType, Finding, Hardware, RemoveUnusedImport, ReplaceExpr,
-    ReplaceStatement, Span, Target, explains, join_hardware,
+    Relayout, ReplaceStatement, Span, Target, explains, join_hardware,
 )
 from pytest_devcaps.lint.regions import RegionIndex, within, within_any
 from pytest_devcaps.lint.rules import FREE_DEVICE_FIXTURE
@@ -90,6 +91,8 @@ def _analyze(parsed: SourceFile, path: str, untouched: frozenset[str], external:
         if not grown:
             break
     _drop_spent_definitions(finder, items, held)
+    if parsed.target == "torch" and layout.available():
+        items = items + _layouts(parsed, items, held, residues)
     shown = [i for i in items if not i.suppressed]
     findings = [i.finding(path) for i in shown]
     findings += [Finding(path, line, column, "DC000", why, "a known rule code")
@@ -102,7 +105,8 @@ def _analyze(parsed: SourceFile, path: str, untouched: frozenset[str], external:
 def _round(parsed: SourceFile, index: RegionIndex, held: dict[Span, str], kept: dict[tuple[str, Span], str],
            external: dict[str, str]) -> tuple[Finder, list[Item], list[Residue], list[Span]]:
     finder = _find(parsed, frozenset(held))
-    for item in finder.items + finder.aliases.items():
+    gates = [i for construct in finder.constructs for i in construct.items]
+    for item in finder.items + finder.aliases.items() + gates:
         why = _held_by(item.span, held)
         if why is not None and (why == UNTOUCHED or not all(isinstance(e, NEUTRAL_EDITS) for e in item.edits)
                                 or not item.edits):
@@ -131,6 +135,32 @@ def _round(parsed: SourceFile, index: RegionIndex, held: dict[Span, str], kept: 
             protected.extend(construct.anchors if construct.anchors is not None else ())
     _keep_cuda_classes(finder, index, residues, protected)
     return finder, items, residues, protected
+
+
+def _layouts(parsed: SourceFile, items: list[Item], held: Mapping[Span, str], residues: list[Residue]) -> list[Item]:
+    """``--target torch`` with HardwareClassification: a DC013 finding for each test class the
+    rewrite touches, fixed by its layout (lint.layout) or left saying what a person decides."""
+    shown = [i for i in items if not i.suppressed]
+    evidence = layout.Evidence(
+        held=tuple(span for span, why in held.items() if why != UNTOUCHED),
+        residue=tuple(r.span for r in residues),
+        findings=tuple(i.finding(parsed.path) for i in shown),
+        device_code=layout.device_code(parsed.tree, parsed.span))
+    spans = {id(node): parsed.span(node) for node in ast.walk(parsed.tree)
+             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    found = []
+    for decision in layout.plan(parsed.tree, spans, evidence):
+        cls = decision.cls
+        span = Span(cls.lineno, cls.col_offset, cls.lineno, cls.col_offset + len("class"))
+        item = Item(span, "DC013", f"`class {cls.name}`: test class without a hardware classification",
+                    "hw_classification = HardwareClassification.<GENERIC|ACCELERATOR|CUDA> (PyTorch's TEST_LINTER)",
+                    None, suppressed=parsed.allowed(cls.lineno, "DC013"))
+        if decision.layout is not None:
+            item.fixed(decision.layout.describe(), Relayout(decision.layout))
+        else:
+            item.why = decision.why
+        found.append(item)
+    return found
 
 
 def _hold_parametrized(items: list[Item], index: RegionIndex, residues: list[Residue], protected: list[Span],
@@ -247,19 +277,26 @@ def _edit_span(edit: Edit) -> Span | None:
     return getattr(edit, "span", None)
 
 
+def function_qualnames(tree: ast.Module) -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """Every function a module or its classes define (not those inside functions), by qualified name."""
+    pending: list[tuple[str, ast.AST]] = [("", tree)]
+    while pending:
+        prefix, node = pending.pop()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield prefix + child.name, child
+            elif isinstance(child, ast.ClassDef):
+                pending.append((f"{prefix}{child.name}.", child))
+
+
 def _untouched_spans(parsed: SourceFile, index: RegionIndex, names: frozenset[str]) -> list[Span]:
-    """The spans (decorators included) of the tests named ``Class.test`` or ``test``."""
+    """The spans (decorators included) of the functions named ``Class.test`` or ``test``."""
     found: list[Span] = []
-    for statement in parsed.tree.body:
-        members = [(statement.name, m) for m in statement.body] if isinstance(statement, ast.ClassDef) \
-            else [(None, statement)]
-        for owner, node in members:
-            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue
-            if node.name in names or (owner is not None and f"{owner}.{node.name}" in names):
-                span = parsed.span(node)
-                first = min((parsed.span(d) for d in node.decorator_list), default=span)
-                found.append(Span(first.line, 0, span.end_line, span.end_col))
+    for name, node in function_qualnames(parsed.tree):
+        if name in names:
+            span = parsed.span(node)
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            found.append(Span(first, 0, span.end_line, span.end_col))
     return found
 
 

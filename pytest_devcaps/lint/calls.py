@@ -529,6 +529,9 @@ def only_for(host: Host, node: ast.Call) -> bool:
     (the campaign's choice, pytorch#192015: the tuple had also shut out PrivateUse1); True when
     handled. It widens the class to every accelerator, and says so."""
     keyword = next((k for k in node.keywords if k.arg == "only_for"), None)
+    if keyword is not None and _declared_cuda(host, node):
+        host.own(keyword.value)  # the form TEST_LINTER demands of a CUDA class: no finding
+        return False
     if keyword is None or any(k.arg == "except_for" for k in node.keywords):
         return False
     values = keyword.value.elts if isinstance(keyword.value, (ast.Tuple, ast.List)) else [keyword.value]
@@ -548,6 +551,20 @@ def only_for(host: Host, node: ast.Call) -> bool:
     if node.args and isinstance(node.args[0], ast.Name):
         host.instantiations.append((item, node.args[0].id))  # kept where the class is CUDA's (analyze)
     return True
+
+
+def _declared_cuda(host: Host, node: ast.Call) -> bool:
+    """The class instantiated declares ``hw_classification = HardwareClassification.CUDA``: its
+    ``only_for="cuda"`` is what PyTorch's TEST_LINTER demands of it, not a gate to widen."""
+    if not node.args or not isinstance(node.args[0], ast.Name):
+        return False
+    name = node.args[0].id
+    for cls in host.source.tree.body:
+        if isinstance(cls, ast.ClassDef) and cls.name == name:
+            return any(isinstance(s, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "hw_classification"
+                                                         for t in s.targets)
+                       and isinstance(s.value, ast.Attribute) and s.value.attr == "CUDA" for s in cls.body)
+    return False
 
 
 def _classify_device_type_class(host: Host, node: ast.Call) -> list[Edit]:

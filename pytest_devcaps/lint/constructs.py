@@ -172,7 +172,10 @@ class GateReader:
         self.owned.add(id(decorator))
 
     def _device_parametrize(self, call: ast.Call, scope: Scope) -> list[Item]:
-        if scope.kind != "test" or not removable_device_parametrize(call):
+        """``parametrize("device", ["cpu", "cuda"])`` goes where the device fixture takes its
+        place (``--target devcaps``; ``--target torch`` has no fixture: it stays, and its "cuda"
+        is the accelerator's type)."""
+        if scope.kind != "test" or scope.fixtureless or not removable_device_parametrize(call, scope.node):
             return []
         self.owned.add(id(call))
         item = Item(self.source.span(call), "DC003", "parametrizes `device` over hardcoded devices",
@@ -310,7 +313,7 @@ def _decorator_need(call: ast.Call | None, rule: rules.DecoratorRule, used: Uses
         count = _count(call, rule.default_count, constants or {})
         if count is None:
             return Need(blockers=("the GPU count is not a number here",))
-        return Need(accelerator=True, devices=count if count > 1 else 0)
+        return Need(accelerator=True, devices=count if count > 1 else 0, capabilities=need.capabilities)
     if rule.memory_arg:
         if call is None or not call.args:
             return None

@@ -282,6 +282,9 @@ class Finder(ast.NodeVisitor):
         name = dotted(node.func)
         if last_name(node.func) == "assertTrue" and node.args:
             self._asserts_on_cuda(node.args[0])
+        elif last_name(node.func) == "assertEqual" and len(node.args) >= 2:
+            self._asserts_on_cuda(ast.Compare(left=node.args[0], ops=[ast.Eq()], comparators=[node.args[1]]),
+                                  self.source.span(node))
         if last_name(node.func) == "instantiate_device_type_tests":
             calls.only_for(self, node)
         calls.assign_roles(self, node)
@@ -373,7 +376,7 @@ class Finder(ast.NodeVisitor):
         self._asserts_on_cuda(node.test)
         self.generic_visit(node)
 
-    def _asserts_on_cuda(self, test: ast.expr) -> bool:
+    def _asserts_on_cuda(self, test: ast.expr, span: Span | None = None) -> bool:
         """``assert x.is_cuda`` / ``self.assertTrue(x.is_cuda)`` / ``assert x.device.type ==
         "cuda"``: "on the test's device" (device.type, device_type, self.device_type)."""
         context = self.context()
@@ -382,7 +385,7 @@ class Finder(ast.NodeVisitor):
             return False
         target, kind, code = found
         item = self.add(test, "DC003", "asserts the result is on CUDA", "the test's device (device.type)",
-                        "accelerator")
+                        "accelerator", span=span)
         item.fixed(f"now asserts the test's device ({code})",
                    ReplaceExpr(self.source.span(target), kind, code), *self.param_edits(context))
         self.own(target)

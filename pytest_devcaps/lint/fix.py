@@ -8,7 +8,7 @@ import ast
 import difflib
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Collection, Iterable, Mapping
 
 from pytest_devcaps.errors import DevcapsError
 from pytest_devcaps.lint.analyze import analyze
@@ -84,13 +84,16 @@ class FixResult:
         return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 
 
-def fix_text(text: str, path: str = "<string>", target: Target = "devcaps", *,
-             untouched: frozenset[str] = frozenset(),
+def fix_text(text: str, path: str = "<string>", target: Target = "devcaps",
+             untouched: Collection[str] = (), *,
              external_fixtures: Mapping[str, str] | None = None) -> FixResult:
     """The rewritten text and what is left; raises FixError rather than return broken code.
-    ``untouched`` and ``external_fixtures`` as for :func:`~pytest_devcaps.lint.analyze.analyze`."""
+    ``untouched`` (functions left as they are, with the gates they depend on: ``--verify``
+    undoing a rewrite) and ``external_fixtures`` as for :func:`~pytest_devcaps.lint.analyze.analyze`."""
+    kept = frozenset(untouched)
+
     def read(source: str) -> Analysis:
-        return analyze(source, path, target, untouched=untouched, external_fixtures=external_fixtures)
+        return analyze(source, path, target, untouched=kept, external_fixtures=external_fixtures)
 
     first = read(text)
     current = text

@@ -244,8 +244,17 @@ class EnsureDeviceType:
     added after its imports unless the module already binds that name."""
 
 
+@dataclass(frozen=True)
+class Relayout:
+    """Lay a test class out as PyTorch's TEST_LINTER accepts (``--target torch`` with
+    HardwareClassification): ``layout`` is a :class:`pytest_devcaps.lint.layout.ClassLayout`,
+    applied after every other edit (by class name)."""
+
+    layout: object
+
+
 Edit = Union[ReplaceExpr, ReplaceDecorator, ReplaceStatement, AddMarks, AddParameter, DropDefault,
-             EditCall, RemoveUnusedImport, EnsureDeviceType]
+             EditCall, RemoveUnusedImport, EnsureDeviceType, Relayout]
 
 Target = Literal["devcaps", "torch"]
 TARGETS: tuple[Target, ...] = ("devcaps", "torch")

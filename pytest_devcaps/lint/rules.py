@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from pytest_devcaps import gate_table
 from pytest_devcaps.lint import smlevels
 from pytest_devcaps.lint.records import Hardware, Need
 
@@ -60,6 +61,8 @@ RULES: dict[str, Rule] = {r.code: r for r in (
     Rule("DC010", "CUDA/cuDNN backend setting", False),
     Rule("DC011", "CUDA-only test decorator", False),
     Rule("DC012", "pinned memory assumes an accelerator", True),
+    # --target torch with HardwareClassification (torch 2.14+): PyTorch's TEST_LINTER form
+    Rule("DC013", "test class without a hardware classification", False),
 )}
 
 ALLOW_PRAGMA = re.compile(r"#\s*devcaps:\s*allow(?:\[([^\]]*)\])?")
@@ -185,9 +188,11 @@ ACCELERATOR = Need(accelerator=True)
 CUDA_NEED = Need(accelerator=True, vendors=("cuda",))
 # PyTorch's common_utils flags for other device types (torch 2.13 common_utils.py: TEST_XPU,
 # TEST_MPS, TEST_HPU, TEST_PRIVATEUSE1): not findings; they name a device type in a condition.
-OTHER_VENDOR_FLAGS: dict[str, str] = {"TEST_XPU": "xpu", "TEST_MPS": "mps", "TEST_HPU": "hpu",
-                                      "TEST_PRIVATEUSE1": "privateuse1", "TEST_MTIA": "mtia",
-                                      "TEST_NPU": "npu", "HAS_XPU": "xpu", "HAS_MPS": "mps"}
+OTHER_VENDOR_FLAGS: dict[str, str] = {
+    **{spelling: row.device_types[0] for row in gate_table.gates("flag")
+       if len(row.device_types) == 1 and row.device_types[0] != "cuda" and row.vendor is None
+       for spelling in (row.name, *row.spellings) if "." not in spelling},
+    "TEST_MTIA": "mtia", "TEST_NPU": "npu"}
 
 FP8_NAMES = frozenset({"float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "fp8",
                        "float8", "Float8Linear", "Float8Tensor", "Float8LinearConfig", "e4m3_type",
@@ -369,18 +374,46 @@ def _rocm(label: str) -> Gate:
 
 
 # Flags, by name (also as the last part of a dotted name: common_utils.TEST_CUDA).
+def _names_cuda(row: gate_table.PyTorchGate) -> bool:
+    """The gate table row names the CUDA device type (the lint reads the table's data here; no
+    device is checked)."""
+    return "cuda" in row.device_types  # devcaps: allow[DC003]
+
+
+def _table_flag(row: gate_table.PyTorchGate) -> Gate | None:
+    """A flag of PyTorch's gate table as the lint reads it (the table says what it means: its
+    class, devices, capability, vendor); None for a flag that is not CUDA's (``TEST_XPU``)."""
+    if row.vendor == "amd":
+        return _rocm(row.name)
+    if row.vendor == "nvidia":
+        return exact_arch_gate(row.name, "nvidia")
+    if row.hardware not in ("cuda", gate_table.ACCELERATOR) or not _names_cuda(row) \
+            and row.hardware != gate_table.ACCELERATOR:
+        return None
+    if row.name == "TEST_CUDNN":
+        return Gate("DC007", row.name, _blocked("cuDNN is CUDA's library", "cuda"),
+                    "requires_capability for the operation the test needs", hardware="cuda")
+    if row.hardware == gate_table.ACCELERATOR and not _names_cuda(row):
+        return None  # TEST_ACCELERATOR, TEST_MULTIACCELERATOR: already device-generic
+    extra = _caps(row.capability) if row.capability else Need()
+    if row.devices > 1:
+        return Gate("DC005", row.name, Need(accelerator=True, devices=row.devices) & extra,
+                    f"@pytest.mark.requires_devices({row.devices})")
+    # "GPU" flags (HAS_GPU: cuda or xpu with Triton) are PyTorch's any-GPU, not an author's set
+    return _availability(row.name, extra) if row.hardware == "cuda" else \
+        Gate("DC001", row.name, ACCELERATOR & extra, AVAILABILITY_USE)
+
+
+# Flags, by name (also as the last part of a dotted name: common_utils.TEST_CUDA): PyTorch's from
+# the gate table (pytest_devcaps.gate_table, which the runtime gate reader reads too), then the
+# names other projects use for the same checks.
 GATE_NAMES: dict[str, Gate] = {
-    **{n: _availability(n) for n in ("TEST_CUDA", "HAS_CUDA", "HAS_GPU", "TEST_GPU", "RUN_CUDA",
-                                     "RUN_GPU", "CUDA_AVAILABLE", "GPU_AVAILABLE", "IS_CUDA_AVAILABLE",
-                                     "HAS_CUDA_AVAILABLE", "TEST_CUDA_AVAILABLE")},
-    "HAS_CUDA_AND_TRITON": _availability("HAS_CUDA_AND_TRITON", _caps("compile.triton")),
-    "TEST_CUDA_GRAPH": _availability("TEST_CUDA_GRAPH", _caps("runtime.graphs")),
-    **{n: _devices(n, 2) for n in ("TEST_MULTIGPU", "HAS_MULTIGPU", "TEST_MULTI_GPU", "MULTI_GPU")},
-    **{n: _rocm(n) for n in ("TEST_WITH_ROCM", "IS_ROCM", "TEST_ROCM", "IS_HIP", "HAS_HIP", "ROCM")},
-    "TEST_CUDNN": Gate("DC007", "TEST_CUDNN", _blocked("cuDNN is CUDA's library", "cuda"),
-                       "requires_capability for the operation the test needs", hardware="cuda"),
-    "IS_JETSON": exact_arch_gate("IS_JETSON", "nvidia"),
-    "IS_THOR": exact_arch_gate("IS_THOR", "nvidia"),
+    **{spelling: gate for row in gate_table.gates("flag") if (gate := _table_flag(row)) is not None
+       for spelling in (row.name, *row.spellings) if "." not in spelling},
+    **{n: _availability(n) for n in ("RUN_CUDA", "RUN_GPU", "CUDA_AVAILABLE", "GPU_AVAILABLE",
+                                     "IS_CUDA_AVAILABLE", "HAS_CUDA_AVAILABLE", "TEST_CUDA_AVAILABLE")},
+    **{n: _devices(n, 2) for n in ("TEST_MULTI_GPU", "MULTI_GPU")},
+    **{n: _rocm(n) for n in ("IS_ROCM", "TEST_ROCM", "IS_HIP", "HAS_HIP", "ROCM")},
 }
 
 # Calls, by dotted name.
@@ -462,8 +495,13 @@ DECORATORS: dict[str, DecoratorRule] = {
         "skipIfRocm", "skipCUDAIfRocm", "skipIfRocmArch", "skipIfRocmVersionLessThan", "skip_if_rocm",
         "skip_if_rocm_multiprocess", "skip_if_rocm_arch_multiprocess", "skipIfRocmVersionAndArch")},
     **{n: DecoratorRule(_availability(n)) for n in (
-        "require_torch_gpu", "require_cuda", "requires_cuda", "requires_gpu", "skip_if_no_gpu",
+        "require_torch_gpu", "require_cuda", "requires_cuda", "skip_if_no_gpu",
         "require_gpu", "skip_if_no_cuda", "skipIfNoCuda", "cuda_only", "gpu_only", "needs_cuda")},
+    # triton_utils: skipUnless(HAS_GPU) / (cuda or xpu) with Triton (pytest_devcaps.gate_table)
+    **{n: DecoratorRule(Gate("DC001", n, ACCELERATOR & _caps("compile.triton"), AVAILABILITY_USE))
+       for n in ("requires_gpu", "requires_gpu_and_triton")},
+    "requires_accelerator_dist_backend": DecoratorRule(Gate("DC008", "requires_accelerator_dist_backend", ACCELERATOR,
+                                                            "the dist_backend fixture (the device's default backend)")),
     # accelerate's test_utils/testing.py: a set of device types by name (kept, never widened)
     "require_cuda_or_xpu": DecoratorRule(_availability("require_cuda_or_xpu", Need(vendors=("cuda", "xpu")))),
     "require_cuda_or_hpu": DecoratorRule(_availability("require_cuda_or_hpu", Need(vendors=("cuda", "hpu")))),
@@ -482,8 +520,11 @@ DECORATORS: dict[str, DecoratorRule] = {
         "require_torch_multi_gpu", "require_multi_gpu", "requires_multigpu", "skip_if_not_multigpu",
         "require_multi_gpu_or_xpu", "multi_gpu", "requires_multi_gpu")},
     "skip_if_lt_x_gpu": DecoratorRule(_devices("skip_if_lt_x_gpu", 2), count_arg=True),
-    "require_n_gpus_for_nccl_backend": DecoratorRule(_devices("require_n_gpus_for_nccl_backend", 2),
-                                                     count_arg=True),
+    # with backend "nccl" (the only one they are used with): n CUDA devices and NCCL
+    **{n: DecoratorRule(replace(_devices(n, 2), need=Need(accelerator=True, devices=2) & _caps("dist.nccl")),
+                        count_arg=True)
+       for n in ("require_n_gpus_for_nccl_backend", "nccl_skip_if_lt_x_gpu")},
+    "requires_world_size": DecoratorRule(_devices("requires_world_size", 2), count_arg=True),
     # torchtune's tests/test_utils.py gpu_test(gpu_count=1): skips with fewer CUDA devices
     "gpu_test": DecoratorRule(_devices("gpu_test", 1), count_arg=True, default_count=1),
     **{n: DecoratorRule(Gate("DC005", n, _blocked(f"{n}: an upper bound on GPUs", None),

@@ -208,13 +208,36 @@ def device_parametrize(node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.Call
     return None
 
 
-def removable_device_parametrize(call: ast.Call | None) -> bool:
+STRING_METHODS = frozenset({"startswith", "endswith", "split", "replace", "lower", "upper", "strip", "format",
+                            "partition", "find", "index"})
+
+
+def uses_device_as_string(node: ast.AST) -> bool:
+    """The test treats its ``device`` as a string (``"cuda" in device``, ``device.startswith(...)``,
+    ``device + ":0"``): the device fixture, a torch.device, would not do."""
+    for child in ast.walk(node):
+        if isinstance(child, ast.Compare) and any(isinstance(op, (ast.In, ast.NotIn)) for op in child.ops) and any(
+                isinstance(c, ast.Name) and c.id == "device" for c in child.comparators):
+            return True
+        if isinstance(child, ast.Attribute) and child.attr in STRING_METHODS and isinstance(child.value, ast.Name) \
+                and child.value.id == "device":
+            return True
+        if isinstance(child, ast.BinOp) and isinstance(child.op, ast.Add) and any(
+                isinstance(v, ast.Name) and v.id == "device" for v in (child.left, child.right)):
+            return True
+    return False
+
+
+def removable_device_parametrize(call: ast.Call | None, node: ast.AST | None = None) -> bool:
+    """``parametrize("device", ["cpu", "cuda"])`` the device fixture can replace: not where the
+    test reads its device as a string."""
     if call is None or len(call.args) < 2:
         return False
     names = call.args[0]
     only_device = (isinstance(names, ast.Constant) and isinstance(names.value, str)
                    and names.value.strip() == "device")
-    return only_device and device_literal_values(call.args[1]) and not call.keywords
+    return only_device and device_literal_values(call.args[1]) and not call.keywords and not (
+        node is not None and uses_device_as_string(node))
 
 
 class ModuleFacts:
@@ -288,7 +311,7 @@ def _function_context(node: ast.FunctionDef | ast.AsyncFunctionDef, kind: Kind, 
         return replace(GLOBAL, mark_owner=key if kind == "test" else None)
     if kind in ("test", "fixture"):
         parametrize = device_parametrize(node)
-        typed = parametrize is None or removable_device_parametrize(parametrize)
+        typed = parametrize is None or removable_device_parametrize(parametrize, node)
         name = rules.FREE_DEVICE_FIXTURE if "device" not in params and _rebinds_device(node) \
             and rules.FREE_DEVICE_FIXTURE not in _bound_names(node) else "device"
         owner = None if name in params else key

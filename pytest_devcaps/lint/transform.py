@@ -25,7 +25,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from pytest_devcaps.lint import rules
 from pytest_devcaps.lint.records import (
     VALUE, AddMarks, AddParameter, DropDefault, Edit, EditCall, EnsureDeviceType, Need, RemoveUnusedImport, ReplaceDecorator,
-    ReplaceExpr, ReplaceStatement, ScopeKey, Span,
+    Relayout, ReplaceExpr, ReplaceStatement, ScopeKey, Span,
 )
 
 IMPORTS = (("pytest_devcaps.runtime.", "pytest_devcaps.runtime"), ("pytest.", "pytest"),
@@ -56,6 +56,7 @@ class _Plan:
         self.written: dict[ScopeKey, list[str]] = defaultdict(list)  # decorators given as code
         self.device_type = False
         self.prefix: dict[ScopeKey, str] = {}
+        self.layouts: list[object] = []  # lint.layout.ClassLayout, applied last
         for edit in edits:
             self._add(edit)
 
@@ -80,6 +81,8 @@ class _Plan:
             self.params[edit.scope].setdefault(edit.name, edit.keyword_only)
         elif isinstance(edit, DropDefault):
             self.defaults[edit.scope].add(edit.name)
+        elif isinstance(edit, Relayout):
+            self.layouts.append(edit.layout)
         else:
             self.unused.append(edit)
 
@@ -448,6 +451,14 @@ def rewrite(text: str, edits: Sequence[Edit]) -> str:
         module = _add_device_type(module, statement)
         inserted.append(statement)
     context = CodemodContext()
+    if plan.layouts:
+        from pytest_devcaps.lint.layout import ClassLayout
+        from pytest_devcaps.lint.relayout import COMMON_DEVICE_TYPE, COMMON_UTILS, relayout
+
+        module, needed = relayout(module, [layout for layout in plan.layouts if isinstance(layout, ClassLayout)])
+        for name in sorted(needed):
+            AddImportsVisitor.add_needed_import(
+                context, COMMON_UTILS if name == "HardwareClassification" else COMMON_DEVICE_TYPE, name)
     _imports(context, inserted, module)
     module = module.visit(_ShortenQualified())
     module = AddImportsVisitor(context).transform_module(module)

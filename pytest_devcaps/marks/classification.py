@@ -11,7 +11,9 @@ is ``accelerator`` when a requirement of it is one only accelerators meet, else 
 "Only accelerators meet" is read from the catalogue: every rule the catalogue has for the
 ``cpu`` vendor (its own, then ``"*"``) gives a level the requirement refuses, and one of them
 holds unconditionally (``runtime.graphs``, ``dist.nccl``; native fp8); or the
-test requires two or more devices of its type (a CPU is one device).
+test requires two or more devices of its type (a CPU is one device). ``requires_ranks(n)`` is
+not such a requirement: the ranks of a multi-process world share the CPU (gloo), so it leaves a
+test ``generic``.
 """
 
 from __future__ import annotations

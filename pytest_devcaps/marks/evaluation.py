@@ -173,7 +173,7 @@ def _flag(marker: str, keyword: str, value: Any, context: MarkContext) -> None:
 
 
 def _device_count(mark: pytest.Mark, context: MarkContext) -> None:
-    count = _one(mark, "device count")
+    count = _one(mark, "rank count" if mark.name == "requires_ranks" else "device count")
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise _bad(mark.name, "count", "must be a positive int", count)
 
@@ -243,6 +243,7 @@ def _parsed(marker: str, keyword: str, value: Any, context: MarkContext) -> None
 SIGNATURES: dict[str, Signature] = {
     "requires_capability": Signature(_capability_args, {"any_of": _any_of, "native": _flag}),
     "requires_devices": Signature(_device_count, {}),
+    "requires_ranks": Signature(_device_count, {}),  # checked at setup: marks/multiprocess.py
     "requires_memory": Signature(_memory_size, {"per_allocation": _size_keyword, "free": _flag}),
     "dtypes": Signature(_dtype_args, {"when": _dtypes_when}, fixture="dtype"),
     "skip_on": Signature(_expectation_args, {"when": _parsed, "reason": _parsed}),

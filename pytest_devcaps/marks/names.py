@@ -15,6 +15,10 @@ MARKER_LINES = (
     "requires_capability(*capabilities, any_of=None, native=False): skip unless the test's device "
     "has every capability (and at least one of any_of); native=True refuses emulated support.",
     "requires_devices(n): skip unless at least n devices of the test's device type are present.",
+    "requires_ranks(n): on a multi-process test class (MultiProcessTestCase, FSDPTest, "
+    "DTensorTestBase...), skip unless the world it spawns has at least n ranks, on a device type "
+    "with a process-group backend and, on an accelerator, n devices (unless "
+    "PYTEST_DEVCAPS_DIST_SHARE_DEVICES=1); on the CPU the ranks share the device. Checked at setup.",
     "requires_memory(size, per_allocation=None, free=False): skip unless the device has at least "
     "size memory ('24GiB' = 24*2**30 bytes, '24GB' = 24*10**9), free memory at test time with "
     "free=True where the backend reports it, and per_allocation for the largest single allocation.",
@@ -32,6 +36,9 @@ MARKER_LINES = (
 
 #: The devcaps markers, by name.
 MARKER_NAMES = frozenset(line.split("(", 1)[0] for line in MARKER_LINES)
+
+#: The marker checked against the world of a multi-process test's class (``marks/multiprocess.py``).
+RANKS_MARKER = "requires_ranks"
 
 #: The class a test with no declared class and no requirement gets, and the class attribute
 #: PyTorch's device-generic test classes declare one with (``hw_classification =

@@ -7,9 +7,9 @@ holds the decorator's arguments: ``onlyOn``'s ``self.device_type``, ``skip_if_lt
 ``x``), an attribute (``deviceCountAtLeast``'s ``num_required_devices``, ``dtypes``), or, for
 gates that decide at import (``unittest.skipIf(not TEST_CUDA, ...)``, ``requires_cuda``,
 ``requires_nccl()``), the decorator as written in the source (read from the syntax tree, so a
-CUDA machine and a CPU machine class the test alike). :data:`GATES` is the table, each entry
-with the torch 2.13 source line it mirrors (``tests/plugin/test_pytorch_gates.py`` checks every
-line against the installed torch).
+CUDA machine and a CPU machine class the test alike). What each gate means is the one table of
+:mod:`pytest_devcaps.gate_table` (:data:`GATES`): a gate is recognised by its name on every
+supported torch; its citations name the torch release of each line.
 
 PyTorch's gates keep deciding the outcome (the plugin never adds its own skip for them): what
 they give here is the class (``--devcaps-hardware``, the counts, the JSON report) and the
@@ -24,79 +24,22 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
+from pytest_devcaps import gate_table
 from pytest_devcaps.marks.names import pytorch_gates_in_use
-
-CDT = "torch/testing/_internal/common_device_type.py"
-CDIST = "torch/testing/_internal/common_distributed.py"
-CUTILS = "torch/testing/_internal/common_utils.py"
-CCUDA = "torch/testing/_internal/common_cuda.py"
-INDUCTOR = "torch/testing/_internal/inductor_utils.py"
-TRITON = "torch/testing/_internal/triton_utils.py"
 
 #: PyTorch's test-helper package (which of its modules say a suite uses PyTorch's gates:
 #: ``names.PYTORCH_GATE_MODULES``).
 TORCH_TESTING = "torch.testing._internal"
 
-
-@dataclass(frozen=True)
-class GateSpec:
-    """One row of the table: what the gate means, and the torch line it mirrors."""
-
-    meaning: str
-    source: str
+#: gate -> what it means and the torch lines it mirrors: the one table (:mod:`pytest_devcaps.gate_table`).
+GATES = gate_table.GATES
 
 
-#: gate -> meaning, with the torch 2.13 line each reading mirrors.
-GATES: dict[str, GateSpec] = {
-    "onlyOn": GateSpec("runs only on the named device type(s): that type's class", f"{CDT}:1642"),
-    "onlyCPU": GateSpec("onlyOn('cpu'): class cpu", f"{CDT}:1870"),
-    "onlyCUDA": GateSpec("onlyOn('cuda'): class cuda", f"{CDT}:1874"),
-    "onlyMPS": GateSpec("onlyOn('mps'): class mps", f"{CDT}:1878"),
-    "onlyXPU": GateSpec("onlyOn('xpu'): class xpu", f"{CDT}:1882"),
-    "onlyHPU": GateSpec("onlyOn('hpu'): class hpu", f"{CDT}:1886"),
-    "onlyPRIVATEUSE1": GateSpec("onlyOn(<privateuse1 name>): class privateuse1", f"{CDT}:1890"),
-    "onlyAccelerator": GateSpec("skips on cpu and meta: class accelerator", f"{CDT}:1899"),
-    "onlyCUDAAndPRIVATEUSE1": GateSpec("cuda or privateuse1 only: class accelerator", f"{CDT}:1912"),
-    "onlyNativeDeviceTypes": GateSpec("cpu, cuda, meta, privateuse1: runs on the CPU, generic",
-                                      f"{CDT}:1697"),
-    "onlyNativeDeviceTypesAnd": GateSpec("native types and the named ones: generic", f"{CDT}:1710"),
-    "skipIf": GateSpec("skipCUDAIf/skipCPUIf/skipXPUIf/skipGPUIf/skipMPSIf/skipHPUIf...: a "
-                       "condition on one type narrows nothing, generic; a literal True excludes "
-                       "the type (skipCPUIf(True, ...): accelerator)", f"{CDT}:1426"),
-    "skipCUDAIfRocm": GateSpec("skipCUDAIf(TEST_WITH_ROCM): generic", f"{CDT}:2082"),
-    "dtypes": GateSpec("dtypes(device_type=...): the dtypes of one type, generic", f"{CDT}:1809"),
-    "dtypesIfCUDA": GateSpec("dtypes(device_type=...): other dtypes on one type, generic",
-                             f"{CDT}:1844"),
-    "deviceCountAtLeast": GateSpec("n devices of the test's type (n >= 2: accelerator)", f"{CDT}:1670"),
-    "largeTensorTest": GateSpec("memory on the test's device: generic (PyTorch skips at run time)",
-                                f"{CDT}:1567"),
-    "skip_if_lt_x_gpu": GateSpec("x accelerators (cuda, hpu or xpu): accelerator, x devices; "
-                                 "allow_cpu=True: generic", f"{CDIST}:310"),
-    "nccl_skip_if_lt_x_gpu": GateSpec("with backend 'nccl': x cuda devices, class cuda",
-                                      f"{CDIST}:380"),
-    "require_n_gpus_for_nccl_backend": GateSpec("with backend 'nccl': n cuda devices, class cuda",
-                                                f"{CDIST}:262"),
-    "skip_if_no_gpu": GateSpec("a cuda, hpu or xpu device per rank: accelerator", f"{CDIST}:213"),
-    "requires_world_size": GateSpec("n cuda devices: class cuda", f"{CDIST}:338"),
-    "requires_nccl": GateSpec("c10d built with NCCL: class cuda", f"{CDIST}:519"),
-    "requires_accelerator_dist_backend": GateSpec("nccl, xccl or hccl: accelerator", f"{CDIST}:540"),
-    "skipIfRocm": GateSpec("skips on ROCm only: generic", f"{CUTILS}:2205"),
-    "skipIfNoXPU": GateSpec("torch built with XPU: class xpu", f"{CUTILS}:2627"),
-    "requires_cuda": GateSpec("unittest.skipUnless(torch.cuda.is_available()): class cuda",
-                              f"{CUTILS}:1739"),
-    "TEST_CUDA": GateSpec("skipIf(not TEST_CUDA) / skipUnless(TEST_CUDA): class cuda",
-                          f"{CUTILS}:1537"),
-    "TEST_MULTIGPU": GateSpec("two cuda devices: class cuda, 2 devices", f"{CCUDA}:18"),
-    "TEST_CUDNN": GateSpec("cuDNN (CUDA's library): class cuda", f"{CCUDA}:24"),
-    "TEST_XPU": GateSpec("skipIf(not TEST_XPU): class xpu", f"{CUTILS}:1535"),
-    "TEST_MPS": GateSpec("skipIf(not TEST_MPS): class mps", f"{CUTILS}:1533"),
-    "TEST_HPU": GateSpec("skipIf(not TEST_HPU): class hpu", f"{CUTILS}:1536"),
-    "HAS_GPU": GateSpec("cuda or xpu with Triton: accelerator", f"{INDUCTOR}:91"),
-    "HAS_CUDA_AND_TRITON": GateSpec("cuda with Triton: class cuda", f"{INDUCTOR}:85"),
-    "requires_gpu": GateSpec("skipUnless(HAS_GPU): accelerator", f"{TRITON}:22"),
-    "requires_cuda_and_triton": GateSpec("skipUnless(HAS_CUDA_AND_TRITON): class cuda",
-                                         f"{TRITON}:13"),
-}
+def installed_torch() -> str | None:
+    """The version of the torch this process imported (None before it did: the reader runs
+    only after a suite imported PyTorch's test helpers)."""
+    torch = sys.modules.get("torch")
+    return str(getattr(torch, "__version__", "")) or None if torch is not None else None
 
 
 @dataclass(frozen=True)
@@ -110,7 +53,9 @@ class Gate:
 
     @property
     def source(self) -> str:
-        return GATES[self.name.split("(", 1)[0]].source
+        """The defining line in the installed torch (or, uncited there, the file and the cited
+        releases' lines): :meth:`gate_table.PyTorchGate.source`."""
+        return GATES[self.name.split("(", 1)[0]].source(installed_torch())
 
     def to_dict(self) -> dict[str, Any]:
         return {"gate": self.name, "hardware": self.hardware, "devices": self.devices,
@@ -310,19 +255,23 @@ def _lazy(c: dict[str, Any]) -> Gate | None:
     return None
 
 
+def _fixed(name: str) -> Callable[[dict[str, Any]], Gate | None]:
+    """A decorator whose arguments change nothing: its meaning, as the table says."""
+    row = GATES[name]
+    return lambda closure: Gate(name, row.hardware, row.devices)
+
+
+#: The torch function whose code makes a gate's wrapper -> the reader of its closure.
 _READERS: dict[str, Callable[[dict[str, Any]], Gate | None]] = {
     "onlyOn": _only_on,
-    "onlyAccelerator": lambda c: Gate("onlyAccelerator", "accelerator"),
-    "onlyCUDAAndPRIVATEUSE1": lambda c: Gate("onlyCUDAAndPRIVATEUSE1", "accelerator"),
-    "onlyNativeDeviceTypes": lambda c: Gate("onlyNativeDeviceTypes", "generic"),
-    "onlyNativeDeviceTypesAnd": lambda c: Gate("onlyNativeDeviceTypesAnd", "generic"),
+    **{name: _fixed(name) for name in ("onlyAccelerator", "onlyCUDAAndPRIVATEUSE1", "onlyNativeDeviceTypes",
+                                       "onlyNativeDeviceTypesAnd", "largeTensorTest", "skip_if_no_gpu")},
     "skipIf": _skip_if,
     "deviceCountAtLeast": _count,
-    "largeTensorTest": lambda c: Gate("largeTensorTest", "generic"),
     "skip_if_lt_x_gpu": _lt_x_gpu,
     "nccl_skip_if_lt_x_gpu": lambda c: _nccl_n(c, "nccl_skip_if_lt_x_gpu", "x"),
     "require_n_gpus_for_nccl_backend": lambda c: _nccl_n(c, "require_n_gpus_for_nccl_backend", "n"),
-    "skip_if_no_gpu": lambda c: Gate("skip_if_no_gpu", "accelerator"),
+    # torch helpers (not gates) whose wrappers carry skipIfRocm / skipIfNoXPU: their messages say which
     "lazy_skip_if": _lazy,
     "skipIfRocm_BUGGY": lambda c: Gate("skipIfRocm", "generic"),
 }
@@ -331,26 +280,24 @@ _READERS: dict[str, Callable[[dict[str, Any]], Gate | None]] = {
 # Gates decided at import: read from the decorator as written
 
 
-#: Flags and calls a skip condition names -> (gate, class, devices) when the flag must hold.
+#: Flags and calls a skip condition names -> (gate, class, devices) when the flag must hold:
+#: every spelling of every flag of the table.
 FLAGS: dict[str, tuple[str, str, int]] = {
-    "TEST_CUDA": ("TEST_CUDA", "cuda", 0), "HAS_CUDA": ("TEST_CUDA", "cuda", 0),
-    "torch.cuda.is_available": ("TEST_CUDA", "cuda", 0),
-    "TEST_MULTIGPU": ("TEST_MULTIGPU", "cuda", 2), "TEST_CUDNN": ("TEST_CUDNN", "cuda", 0),
-    "TEST_XPU": ("TEST_XPU", "xpu", 0), "HAS_XPU": ("TEST_XPU", "xpu", 0),
-    "torch.xpu.is_available": ("TEST_XPU", "xpu", 0),
-    "TEST_MPS": ("TEST_MPS", "mps", 0), "HAS_MPS": ("TEST_MPS", "mps", 0),
-    "torch.backends.mps.is_available": ("TEST_MPS", "mps", 0),
-    "TEST_HPU": ("TEST_HPU", "hpu", 0),
-    "HAS_GPU": ("HAS_GPU", "accelerator", 0), "TEST_GPU": ("HAS_GPU", "accelerator", 0),
-    "HAS_CUDA_AND_TRITON": ("HAS_CUDA_AND_TRITON", "cuda", 0),
-}
+    spelling: (row.name, row.hardware or "generic", row.devices)
+    for row in gate_table.gates("flag") for spelling in (row.name, *row.spellings)}
 
-#: Decorators that are gates by name (``@requires_cuda``, ``@requires_nccl()``).
+#: The device-type decorators that are ``onlyOn(<type>)``: read from the onlyOn wrapper.
+#: (``onlyPRIVATEUSE1`` is read by name too: without a PrivateUse1 module it is a plain
+#: ``unittest.skip`` and leaves no onlyOn wrapper.)
+_VIA_ONLY_ON = frozenset({"onlyCPU", "onlyCUDA", "onlyMPS", "onlyXPU", "onlyHPU"})
+
+#: Decorators that are gates by name (``@requires_cuda``, ``@requires_nccl()``): the table's
+#: decorators whose meaning no argument changes and that require (not skip) something, other
+#: than those read from their wrappers.
 NAMED: dict[str, tuple[str, int]] = {
-    "requires_cuda": ("cuda", 0), "requires_nccl": ("cuda", 0),
-    "requires_accelerator_dist_backend": ("accelerator", 0), "requires_gpu": ("accelerator", 0),
-    "requires_cuda_and_triton": ("cuda", 0), "skipIfNoXPU": ("xpu", 0),
-}
+    row.name: (row.hardware, row.devices) for row in gate_table.gates("decorator")
+    if row.hardware is not None and row.count_argument is None and not row.skips
+    and row.name not in _READERS and row.name not in _VIA_ONLY_ON}
 
 SKIP_IF = frozenset({"skipIf", "skip_but_pass_in_sandcastle_if"})
 SKIP_UNLESS = frozenset({"skipUnless"})
@@ -371,7 +318,10 @@ def _flag(node: ast.expr, holds: bool) -> Gate | None:
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
         return _flag(node.operand, not holds)
     if isinstance(node, ast.BoolOp):
-        parts = [g for v in node.values if (g := _flag(v, holds)) is not None]
+        gates = [_flag(v, holds) for v in node.values]
+        if isinstance(node.op, ast.Or) == holds:  # `A or B` must hold: either one will do
+            return _either(gates)
+        parts = [g for g in gates if g is not None]
         return strictest(tuple(parts)) if parts else None
     name = _dotted(node)
     if name in FLAGS and holds:
@@ -383,6 +333,19 @@ def _flag(node: ast.expr, holds: bool) -> Gate | None:
         if isinstance(bound, int) and isinstance(node.ops[0], ast.Lt) and not holds:
             return Gate("TEST_MULTIGPU" if bound == 2 else "TEST_CUDA", "cuda", bound)
     return None
+
+
+def _either(gates: list[Gate | None]) -> Gate | None:
+    """The gate of alternatives (``skipIf(not (TEST_CUDA or TEST_PRIVATEUSE1))``): none when one
+    alternative needs no device; one class when all agree; else ``accelerator``."""
+    if not gates or any(g is None or g.hardware in (None, "generic") for g in gates):
+        return None
+    found = [g for g in gates if g is not None]
+    first = found[0]
+    if all(g.hardware == first.hardware for g in found):
+        return first
+    others = " or ".join(g.name for g in found[1:])
+    return Gate(f"{first.name}(or {others})", "accelerator", min(g.devices for g in found))
 
 
 def decorator_gate(node: ast.expr) -> Gate | None:
@@ -405,12 +368,13 @@ def _gate_words() -> tuple[str, ...]:
 
 
 @functools.lru_cache(maxsize=64)
-def _definitions(path: str) -> dict[tuple[str, int], tuple[ast.expr, ...]]:
-    """(name, first line incl. decorators) -> decorators, for every def and class in a file."""
+def _definitions(path: str, every: bool = False) -> dict[tuple[str, int], tuple[ast.expr, ...]]:
+    """(name, first line incl. decorators) -> decorators, for every def and class in a file
+    (unless ``every``, only in a file that writes a gate :func:`decorator_gate` knows)."""
     try:
         with open(path, encoding="utf-8") as handle:
             text = handle.read()
-        if not any(word in text for word in _gate_words()):
+        if not every and not any(word in text for word in _gate_words()):
             return {}  # no gate is written here: a plain pytest module is not parsed
         tree = ast.parse(text, filename=path)
     except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
@@ -427,26 +391,43 @@ def _definitions(path: str) -> dict[tuple[str, int], tuple[ast.expr, ...]]:
 def source_gates(obj: Any) -> list[Gate]:
     """Gates among the decorators of ``obj`` (the innermost function of a wraps chain, or a
     class) as its source writes them."""
+    return [gate for node in written_decorators(obj) if (gate := decorator_gate(node)) is not None]
+
+
+def written_decorators(obj: Any, every: bool = False) -> tuple[ast.expr, ...]:
+    """The decorators of ``obj`` (the innermost function of a wraps chain, or a class) as its
+    source writes them, outermost first; empty where the source cannot be read (or, unless
+    ``every``, in a file that writes no gate :func:`decorator_gate` knows)."""
     import inspect
 
     target = obj
     if not isinstance(obj, type):
         layers = list(_layers(obj))
         if not layers:
-            return []
+            return ()
         target = layers[-1]
     try:
         path = inspect.getsourcefile(target)
         if path is None:
-            return []
+            return ()
         if isinstance(target, type):
             line = inspect.getsourcelines(target)[1]
         else:
             line = target.__code__.co_firstlineno
     except (TypeError, OSError, AttributeError):
-        return []
-    decorators = _definitions(path).get((target.__name__, line), ())
-    return [gate for node in decorators if (gate := decorator_gate(node)) is not None]
+        return ()
+    return _definitions(path, every).get((target.__name__, line), ())
+
+
+def decorator_layers(function: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(decorator, closure)`` for each layer of ``function``'s wraps chain that one of the
+    decorators :data:`_READERS` knows made (outermost first): what a plan evaluates against a
+    profile (``onlyOn``'s device types, ``largeTensorTest``'s size, ``skipIf``'s condition)."""
+    owners = _owners()
+    for layer in _layers(function):
+        name = owners.get(getattr(layer, "__code__", None))
+        if name is not None:
+            yield name, _closure(layer)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -461,7 +442,7 @@ def is_multiprocess(cls: type) -> bool:
 
 def world_size_of(cls: type | None, method: str) -> int | None:
     """The world ``cls`` would spawn for ``method`` (its ``world_size``, as PyTorch's
-    ``MultiProcessTestCase._start_processes`` reads it: common_distributed.py:966), or None
+    ``MultiProcessTestCase._start_processes`` reads it: common_distributed.py, torch 2.13.0:964, 2.14.1:988), or None
     where it cannot be read without running the test (the test then reports for itself)."""
     if cls is None:
         return None

@@ -57,31 +57,49 @@ def _backend_for_device(device: str, name: str) -> ProbeOutcome:
 
 def probe_gloo(device: str) -> ProbeOutcome:
     """Gloo exists, and a 1-rank gloo group all-reduces a tensor on the device."""
+    return probe_backend(device, "gloo")
+
+
+def probe_backend(device: str, name: str) -> ProbeOutcome:
+    """Backend ``name`` exists, and a 1-rank group of it all-reduces a tensor on the device,
+    blocking and asynchronously (the Work object's ``wait``): what the backend does, asked of
+    the backend. A vendor registers this for its own backend's capability (a module-level
+    function calling it with the name: probes run in a child that imports them)."""
+    missing = _availability(name)
+    if missing is not None:
+        return missing
+    import torch.distributed as dist
+
+    if dist.is_initialized():  # only when run in-process next to a live group
+        return ran(f"{name} is available (a process group already exists; not re-tested)")
+    with tempfile.TemporaryDirectory(prefix=f"devcaps-{name}-") as tmp:
+        try:
+            store = dist.FileStore(os.path.join(tmp, "store"), 1)  # type: ignore[attr-defined]
+            dist.init_process_group(name, store=store, rank=0, world_size=1)
+        except Exception as exc:
+            return refused(f"init_process_group({name!r}) with 1 rank", exc)
+        try:
+            values = _all_reduce_twice(device)
+        except Exception as exc:
+            return refused(f"{name} all_reduce of a {device_type(device)} tensor", exc)
+        finally:
+            dist.destroy_process_group()
+    if values != (2.0, 3.0):
+        return unknown(f"1-rank {name} all_reduce gave {values}, expected (2.0, 3.0)")
+    return ran(f"1-rank {name} group all-reduced a tensor on {device} (blocking and async)")
+
+
+def _all_reduce_twice(device: str) -> tuple[float, float]:
     import torch
     import torch.distributed as dist
 
-    missing = _availability("gloo")
-    if missing is not None:
-        return missing
-    if dist.is_initialized():  # only when run in-process next to a live group
-        return ran("gloo is available (a process group already exists; not re-tested)")
-    with tempfile.TemporaryDirectory(prefix="devcaps-gloo-") as tmp:
-        try:
-            store = dist.FileStore(os.path.join(tmp, "store"), 1)  # type: ignore[attr-defined]
-            dist.init_process_group("gloo", store=store, rank=0, world_size=1)
-        except Exception as exc:
-            return refused("init_process_group('gloo') with 1 rank", exc)
-        try:
-            tensor = torch.full((4,), 2.0, device=device)
-            dist.all_reduce(tensor)
-            value = tensor[0].item()
-        except Exception as exc:
-            return refused(f"gloo all_reduce of a {device_type(device)} tensor", exc)
-        finally:
-            dist.destroy_process_group()
-    if value != 2.0:
-        return unknown(f"1-rank gloo all_reduce gave {value}, expected 2.0")
-    return ran(f"1-rank gloo group all-reduced a tensor on {device}")
+    blocking = torch.full((4,), 2.0, device=device)
+    dist.all_reduce(blocking)
+    later = torch.full((4,), 3.0, device=device)
+    work = dist.all_reduce(later, async_op=True)
+    assert work is not None
+    work.wait()
+    return float(blocking[0].item()), float(later[-1].item())
 
 
 def probe_nccl(device: str) -> ProbeOutcome:

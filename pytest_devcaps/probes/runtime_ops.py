@@ -8,7 +8,7 @@ from pytest_devcaps.model import ProbeOutcome
 from pytest_devcaps.probes.base import device_type, ran, refused, unknown, unsupported
 from pytest_devcaps.runtime import (
     MemoryStatsUnavailableError,
-    accelerator_type,
+    accelerator_text,
     device_module,
     is_accelerator,
     memory_stats,
@@ -42,7 +42,7 @@ def probe_graphs(device: str) -> ProbeOutcome:
     if graph_class is None:
         return unsupported(
             f"no graph capture for {kind}: torch.accelerator.Graph serves the accelerator "
-            f"({accelerator_type() or 'none in this build'}) and torch.{kind} has no Graph class"
+            f"({accelerator_text()}) and torch.{kind} has no Graph class"
         )
     try:
         stream = torch.Stream(device=device)
@@ -135,7 +135,7 @@ def probe_memory_stats(device: str) -> ProbeOutcome:
     except MemoryStatsUnavailableError:
         return unsupported(
             f"{kind} keeps no allocator statistics: torch.{kind} has no memory_stats and "
-            f"torch.accelerator.memory serves {accelerator_type() or 'no device in this build'}"
+            f"torch.accelerator.memory serves {accelerator_text()}"
         )
     except Exception as exc:
         return refused("memory_stats", exc)
@@ -150,7 +150,7 @@ def probe_pinned_memory(device: str) -> ProbeOutcome:
     if not is_accelerator(device_type(device)):
         return unsupported(
             f"pinned host memory speeds copies to the accelerator; {device_type(device)} is not "
-            f"the accelerator ({accelerator_type() or 'none in this build'})"
+            f"the accelerator ({accelerator_text()})"
         )
     try:
         host = torch.ones(1024, pin_memory=True)  # devcaps: allow[DC012]

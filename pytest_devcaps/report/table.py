@@ -37,6 +37,17 @@ def describe_origin(meta: Mapping[str, Any]) -> str:
     return f"probe cache {meta.get('cache', '?')}, probed in {meta.get('probe_seconds', 0)}s"
 
 
+def build_note(registry: CapabilityRegistry) -> str:
+    """``; torch 2.14.1+cu130: CUDA build, no device`` for a registry of this machine's devices
+    (:func:`pytest_devcaps.backends.describe_build`); "" for a profile's."""
+    if registry.meta.get("profile"):
+        return ""
+    from pytest_devcaps.backends import describe_build
+
+    described = describe_build(registry.devices)
+    return f"; {described}" if described else ""
+
+
 def compact_levels(records: Sequence[CapabilityRecord]) -> str:
     """``native 14 (dtype.fp64 ...), emulated 5 (...), unsupported 9, unknown 0``."""
     grouped: dict[Level, list[str]] = {level: [] for level in Level}
@@ -80,7 +91,7 @@ def registry_lines(registry: CapabilityRegistry, devices: Sequence[DeviceIdentit
     origin = describe_origin(registry.meta)
     if not registry.meta.get("profile"):
         origin += f", built in {registry.meta.get('build_seconds')}s"
-    lines = [f"devcaps: {len(devices)} device(s); {origin}"]
+    lines = [f"devcaps: {len(devices)} device(s); {origin}{build_note(registry)}"]
     lines += [describe_identity(identity) for identity in devices]
     if len(devices) > 1:  # capability x device, level/source in each cell
         lines += capability_matrix(registry, devices)

@@ -27,6 +27,8 @@ from pytest_devcaps._util.durations import (
 from pytest_devcaps._util.environ import (
     ENV_DEVICES,
     ENV_EXCEPT,
+    ENV_EXPECT,
+    ENV_EXPECT_STRICT,
     ENV_HARDWARE,
     ENV_HARDWARE_READING,
     ENV_OVERRIDES,
@@ -56,6 +58,10 @@ REQUIRE_HELP = ("comma-separated capabilities this runner must have: a test skip
 TIMEOUT_HELP = "seconds one empirical probe may take before it counts as unknown"
 HARDWARE_HELP = ("comma-separated hardware classes to run (generic, accelerator, a device type or "
                  "vendor); other tests are deselected")
+EXPECT_HELP = ("expectations YAML file: known failures, skips, flaky and must-pass tests per "
+               "device (repeatable; later files win)")
+EXPECT_STRICT_HELP = ("a stale expectations entry (one that selects no collected test) fails "
+                      "the run")
 READING_HELP = ("how a declared hardware class is read: devcaps (default: an accelerator-class test "
                 "skips on the CPU, a device type's or vendor's runs only there) or pytorch (the "
                 "class only labels and selects tests, as PyTorch's ACCELERATOR classes that also "
@@ -94,6 +100,17 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("devcaps_require", REQUIRE_HELP, type="string", default="")
     parser.addini("devcaps_probe_timeout", TIMEOUT_HELP, type="string", default="")
     _add_hardware_option(group, parser)
+    _add_expect_options(group, parser)
+
+
+def _add_expect_options(group: Any, parser: pytest.Parser) -> None:
+    group.addoption("--devcaps-expect", dest="devcaps_expect", metavar="FILE", action="append",
+                    default=[], help=EXPECT_HELP)
+    group.addoption("--devcaps-expect-strict", dest="devcaps_expect_strict", action="store_true",
+                    help=EXPECT_STRICT_HELP)
+    parser.addini("devcaps_expect", EXPECT_HELP + " (relative to the ini file)", type="paths",
+                  default=[])
+    parser.addini("devcaps_expect_strict", EXPECT_STRICT_HELP, type="bool", default=False)
 
 
 def _add_hardware_option(group: Any, parser: pytest.Parser) -> None:
@@ -129,6 +146,9 @@ class DevcapsSettings:
     hardware_reading: Setting = Setting(HARDWARE_READINGS[0], "default")
     all_ranks: bool = False
     rank_timeout: float = 300.0  # DEFAULT_RANK_TIMEOUT
+    expect: Setting = Setting((), "default")
+    """Expectations files (paths), and where they were named."""
+    expect_strict: Setting = Setting(False, "default")
 
     def given(self) -> list[str]:
         """Where each devcaps setting that is not a default came from (empty for a session that
@@ -140,6 +160,8 @@ class DevcapsSettings:
         found = [s.source for s in layered if s.value]
         if self.overrides.value:
             found.append(self.overrides.source)
+        if self.expect.value:
+            found.append(self.expect.source)
         if self.probe_timeout.source != "default":
             found.append(self.probe_timeout.source)
         flags = {"--devcaps-set": bool(self.capability_settings), "--devcaps-json": bool(self.json_path),
@@ -165,6 +187,9 @@ class DevcapsSettings:
         if self.except_.value:
             flags.append(f"--devcaps-except={','.join(self.except_.value)}")
         flags += [f"--devcaps-overrides={p}" for p in self.overrides.value]
+        flags += [f"--devcaps-expect={p}" for p in self.expect.value]
+        if self.expect_strict.value:
+            flags.append("--devcaps-expect-strict")
         flags += [f"--devcaps-set={s.capability}={s.level.value}" + (f"@{s.device}" if s.device else "")
                   for s in self.capability_settings]
         if self.profile.value:
@@ -253,20 +278,37 @@ def resolve_settings(config: pytest.Config) -> DevcapsSettings:
         hardware_reading=_hardware_reading(config, env.hardware_reading),
         all_ranks=bool(config.getoption("devcaps_all_ranks")),
         rank_timeout=_rank_timeout(config.getoption("devcaps_rank_timeout")),
+        expect=_files(config, "devcaps_expect", env.expect, "expectations"),
+        expect_strict=_expect_strict(config, env.expect_strict),
     )
 
 
 def _overrides(config: pytest.Config, env: Setting) -> Setting:
-    if config.getoption("devcaps_overrides"):
-        overrides = Setting(tuple(Path(p) for p in config.getoption("devcaps_overrides")),
-                            "--devcaps-overrides")
+    return _files(config, "devcaps_overrides", env, "override")
+
+
+def _files(config: pytest.Config, option: str, env: Setting, what: str) -> Setting:
+    """Files named on the command line, else in the environment (checked already), else in
+    the ini file; each must be a regular file."""
+    if config.getoption(option):
+        files = Setting(tuple(Path(p) for p in config.getoption(option)),
+                        f"--{option.replace('_', '-')}")
     elif env.value:
         return env  # checked by environment_settings
     else:
-        overrides = Setting(tuple(config.getini("devcaps_overrides")),
-                            f"ini option devcaps_overrides in {config.inipath}")
-    _check_override_files(overrides)
-    return overrides
+        files = Setting(tuple(config.getini(option)), f"ini option {option} in {config.inipath}")
+    _check_files(files, what)
+    return files
+
+
+def _expect_strict(config: pytest.Config, env: Setting) -> Setting:
+    if config.getoption("devcaps_expect_strict"):
+        return Setting(True, "--devcaps-expect-strict")
+    if env.value is not None:
+        return env
+    if config.getini("devcaps_expect_strict"):
+        return Setting(True, f"ini option devcaps_expect_strict in {config.inipath}")
+    return Setting(False, "default")
 
 
 def _capability_settings(config: pytest.Config) -> tuple[CapabilitySetting, ...]:
@@ -344,7 +386,8 @@ def check_device_types(devices: Setting, except_: Setting, present: Sequence[str
 
 
 ENVIRONMENT_VARIABLES = (ENV_DEVICES, ENV_EXCEPT, ENV_OVERRIDES, ENV_PROFILE, ENV_REQUIRE,
-                         ENV_PROBE_TIMEOUT, ENV_HARDWARE, ENV_HARDWARE_READING)
+                         ENV_PROBE_TIMEOUT, ENV_HARDWARE, ENV_HARDWARE_READING, ENV_EXPECT,
+                         ENV_EXPECT_STRICT)
 """The variables :func:`environment_settings` reads (``PYTEST_DEVCAPS_CACHE_DIR`` is read
 where the cache lives, by everyone alike)."""
 
@@ -362,6 +405,8 @@ class EnvironmentSettings:
     probe_timeout: Setting
     hardware: Setting
     hardware_reading: Setting  # one of HARDWARE_READINGS, checked (None: unset)
+    expect: Setting = Setting((), "default")
+    expect_strict: Setting = Setting(None, "default")  # True / False when set
 
 
 def _env(environ: Mapping[str, str], name: str) -> Setting:
@@ -380,18 +425,42 @@ def environment_settings(environ: Mapping[str, str] | None = None) -> Environmen
     from pytest_devcaps.distributed.settings import check_environment
 
     check_environment(env)  # the harness's variables too: a usage error now, not a failed test
-    overrides = _env(env, ENV_OVERRIDES)
-    paths = tuple(Path(p) for p in (overrides.value or "").split(os.pathsep) if p)
-    _check_override_files(Setting(paths, overrides.source))
+    overrides = _env_files(env, ENV_OVERRIDES, "override")
     timeout = _env(env, ENV_PROBE_TIMEOUT)
     if timeout.value is not None:
         timeout = Setting(check_probe_timeout(timeout.value, source=timeout.source), timeout.source)
     return EnvironmentSettings(
         devices=_names(_env(env, ENV_DEVICES)), except_=_names(_env(env, ENV_EXCEPT)),
-        overrides=Setting(paths, overrides.source), profile=_env(env, ENV_PROFILE),
+        overrides=overrides, profile=_env(env, ENV_PROFILE),
         require=_names(_env(env, ENV_REQUIRE)), probe_timeout=timeout,
         hardware=_hardware_setting(_env(env, ENV_HARDWARE)),
-        hardware_reading=_reading_setting(_env(env, ENV_HARDWARE_READING)))
+        hardware_reading=_reading_setting(_env(env, ENV_HARDWARE_READING)),
+        expect=_env_files(env, ENV_EXPECT, "expectations"),
+        expect_strict=_flag_setting(_env(env, ENV_EXPECT_STRICT)))
+
+
+def _env_files(env: Mapping[str, str], name: str, what: str) -> Setting:
+    """An ``os.pathsep``-separated list of files in a variable, each a regular file."""
+    found = _env(env, name)
+    paths = tuple(Path(p) for p in (found.value or "").split(os.pathsep) if p)
+    setting = Setting(paths, found.source)
+    _check_files(setting, what)
+    return setting
+
+
+FLAG_WORDS = {"1": True, "true": True, "yes": True, "on": True,
+              "0": False, "false": False, "no": False, "off": False}
+
+
+def _flag_setting(flag: Setting) -> Setting:
+    """``1``/``0`` (or true/false, yes/no, on/off) in a variable; anything else is an error."""
+    if flag.value is None:
+        return flag
+    word = str(flag.value).strip().lower()
+    if word not in FLAG_WORDS:
+        raise ConfigError(f"expected 1 or 0 (true/false, yes/no, on/off), got {flag.value!r}",
+                          file=flag.source)
+    return Setting(FLAG_WORDS[word], flag.source)
 
 
 def _reading_setting(reading: Setting) -> Setting:
@@ -400,10 +469,10 @@ def _reading_setting(reading: Setting) -> Setting:
     return Setting(check_reading(str(reading.value), reading.source), reading.source)
 
 
-def _check_override_files(overrides: Setting) -> None:
-    for path in overrides.value:
+def _check_files(files: Setting, what: str) -> None:
+    for path in files.value:
         if not Path(path).is_file():
             state = "is not a regular file" if Path(path).exists() else "does not exist"
-            raise ConfigError(f"override file {str(path)!r} {state}", file=overrides.source)
+            raise ConfigError(f"{what} file {str(path)!r} {state}", file=files.source)
 
 

@@ -16,6 +16,7 @@ from pytest_devcaps.session.state import SessionState, session_state
 
 def header_lines(state: SessionState, *, verbose: bool) -> list[str]:
     from pytest_devcaps.report.table import (
+        build_note,
         capability_table,
         compact_levels,
         describe_identity,
@@ -24,7 +25,7 @@ def header_lines(state: SessionState, *, verbose: bool) -> list[str]:
 
     registry = state.registry
     lines = [f"devcaps: {len(registry.devices)} device(s), {describe_origin(registry.meta)}; "
-             f"device tests run on: {', '.join(state.selected) or 'none'}"]
+             f"device tests run on: {', '.join(state.selected) or 'none'}{build_note(registry)}"]
     for identity in registry.devices:
         lines.append(f"devcaps: {describe_identity(identity)}")
         records = registry.records(identity.key)
@@ -170,6 +171,8 @@ class OutcomeRecorder:
         for name, value in report.user_properties:
             if name == "devcaps_gates":
                 entry["gates"] = value
+            elif name == "devcaps_expectation":  # session.expect: the rule that decides it
+                entry["expectation"] = value
         category = self._count(report)
         record_outcome(entry, report.when, category, reason_of(report) if category else None)
 
@@ -221,7 +224,7 @@ class ReportingPlugin:
                               exitstatus=int(session.exitstatus), mode="run",
                               outcomes={"summary": dict(self.outcomes.summary),
                                         "collection_errors": self.outcomes.collection_errors,
-                                        **peers})
+                                        **peers, **expectation_fields(self.config)})
         except (OSError, DevcapsError) as exc:  # the path changed since configure checked it
             message = f"pytest-devcaps: --devcaps-json: cannot write {state.settings.json_path!r}: {exc}"
             terminal = self.config.pluginmanager.get_plugin("terminalreporter")
@@ -241,6 +244,12 @@ def json_report_path(state: SessionState) -> Path | None:
     if not state.settings.json_path:
         return None
     return Path(report_path(state.settings.json_path, launched_world()))
+
+
+def expectation_fields(config: pytest.Config) -> dict[str, Any]:
+    """The expectations files' part of the JSON report (``session.expect``), if any."""
+    plugin = config.pluginmanager.get_plugin("devcaps-expect")
+    return plugin.report_fields() if plugin is not None else {}
 
 
 def hardware_counts(tests: list[dict[str, Any]]) -> dict[str, int]:

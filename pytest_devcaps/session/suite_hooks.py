@@ -24,6 +24,7 @@ import pytest
 from pytest_devcaps.errors import DevcapsError
 from pytest_devcaps.session.fixtures import item_device
 from pytest_devcaps.marks.names import GENERIC_CLASS, HARDWARE_ATTRIBUTE, MARKER_NAMES, pytorch_gates_in_use
+from pytest_devcaps.marks.names import RANKS_MARKER
 from pytest_devcaps.session.state import CLASS_PROBLEM_KEY, EVALUATION_KEY, HARDWARE_KEY, session_state
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ class SuiteHooks:
             config.hook.pytest_deselected(items=deselected)
             items[:] = kept
         manager = config.pluginmanager
-        if any(CLASS_SKIP_KEY in i.stash or WORLD_KEY in i.stash for i in items) \
+        if any(CLASS_SKIP_KEY in i.stash or WORLD_KEY in i.stash or RANKS_KEY in i.stash for i in items) \
                 and not manager.has_plugin(SETUP_PLUGIN):
             manager.register(SetupChecks(), SETUP_PLUGIN)
 
@@ -81,6 +82,8 @@ class SuiteHooks:
         marks = list(item.iter_markers())
         cls = getattr(item, "cls", None)
         gates = self._gates(item, cls)
+        if any(m.name == RANKS_MARKER for m in marks):
+            item.stash[RANKS_KEY] = True  # its world is checked at setup
         if not gates and not any(m.name in MARKER_NAMES for m in marks) \
                 and not hasattr(cls, HARDWARE_ATTRIBUTE):
             value, inferred = GENERIC_CLASS, True  # what classify() says, without importing it
@@ -180,6 +183,8 @@ CLASS_SKIP_KEY = pytest.StashKey[str]()
 """Why a test's declared hardware class does not run on its device (skipped at setup)."""
 WORLD_KEY = pytest.StashKey[tuple[Any, ...]]()
 """The gates of a multi-process test (``MultiProcessTestCase``): its world is checked at setup."""
+RANKS_KEY = pytest.StashKey[bool]()
+"""The test has ``requires_ranks``: the world of its class is checked at setup (:func:`check_ranks`)."""
 
 
 
@@ -191,6 +196,8 @@ class SetupChecks:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         reason = item.stash.get(CLASS_SKIP_KEY, None)
+        if reason is None and RANKS_KEY in item.stash:
+            check_ranks(item)  # converted tests: requires_ranks (skips or errors itself)
         if reason is None and WORLD_KEY in item.stash:
             reason = world_shortfall(item, item.stash[WORLD_KEY])
         if reason is not None:
@@ -200,7 +207,7 @@ class SetupChecks:
     def pytest_runtest_makereport(self, item: pytest.Item) -> Generator[None, Any, Any]:
         report = yield
         if report.skipped and report.when == "setup" and isinstance(report.longrepr, tuple) and \
-                (CLASS_SKIP_KEY in item.stash or WORLD_KEY in item.stash):
+                (CLASS_SKIP_KEY in item.stash or WORLD_KEY in item.stash or RANKS_KEY in item.stash):
             filename, line = item.reportinfo()[:2]  # the skip points at the test, not at us
             report.longrepr = (str(filename), (line or 0) + 1, report.longrepr[2])
         return report
@@ -227,6 +234,29 @@ def world_shortfall(item: pytest.Item, gates: tuple[Any, ...]) -> str | None:
     return (f"requires {needed} device{'s' if needed > 1 else ''}; found {count} {kind} "
             f"({where}world_size {size} of {cls.__name__ if cls else '?'}: "
             f"{'no rank would run' if size == 0 else 'fewer ranks than the gate needs'})")
+
+
+def check_ranks(item: pytest.Item) -> None:
+    """``requires_ranks``: the world the test's class would start, checked now
+    (:mod:`pytest_devcaps.marks.multiprocess`). The requirement joins the test's evaluation (the
+    report's ``requires`` / ``missing``) and a shortfall skips as ``requires_devices`` does; a bad
+    mark, or a test whose class starts no world, errors."""
+    from pytest_devcaps.distributed.settings import share_devices
+    from pytest_devcaps.marks.multiprocess import ranks_missing, wanted, with_ranks
+    from pytest_devcaps.session.require import skip_unless_required
+
+    marks = list(item.iter_markers(RANKS_MARKER))
+    method = getattr(item, "originalname", item.name)
+    try:
+        missing = ranks_missing(marks, getattr(item, "cls", None), method,
+                                session_state(item.config).registry, share_devices, item.name)
+    except DevcapsError as exc:  # a bad mark, a class without a world, a bad variable
+        pytest.fail(f"{item.nodeid}: {exc}", pytrace=False)
+    evaluation = item.stash.get(EVALUATION_KEY, None)
+    if evaluation is not None:
+        item.stash[EVALUATION_KEY] = with_ranks(evaluation, wanted(marks), missing)
+    if missing is not None:
+        skip_unless_required(item.config, [missing], missing.reason)
 
 
 class BridgeHooks:

@@ -17,6 +17,7 @@ from pytest_devcaps.backends import (
     HpuAdapter,
     PrivateUse1Adapter,
     builtin_backends,
+    describe_build,
     discover_devices,
 )
 from pytest_devcaps.backends.base import TorchDeviceAdapter
@@ -59,6 +60,32 @@ def test_discovery_lists_the_cpu_first_then_every_available_accelerator() -> Non
         assert device.torch_version == torch.__version__
         assert device.name and device.arch and device.vendor
         assert device.facts.get("arch", device.arch) == device.arch
+
+
+@pytest.mark.parametrize(("compiled", "found", "expected"), [
+    (None, ["cpu"], "CPU build"),
+    ("cuda", ["cpu"], "CUDA build, no device"),  # devcaps: allow[DC003]
+    ("cuda", ["cpu", "cuda"], "CUDA build"),  # devcaps: allow[DC003]
+    ("xpu", ["cpu"], "XPU build, no device"),
+])
+def test_the_build_says_whether_its_accelerator_has_a_device(
+        monkeypatch: pytest.MonkeyPatch, compiled: str | None, found: list[str], expected: str) -> None:
+    """torch.accelerator.current_accelerator() answers the compiled-in accelerator, usable or
+    not: the header says when the machine has none of it (a CPU-only machine)."""
+    monkeypatch.setattr(torch.accelerator, "current_accelerator",
+                        lambda check_available=False: None if compiled is None else torch.device(compiled))
+    monkeypatch.setattr(torch.version, "hip", None)
+    devices = [DeviceIdentity(kind, None if kind == "cpu" else 0, "v", "n", "a") for kind in found]
+    assert describe_build(devices) == f"torch {torch.__version__}: {expected}"
+
+
+def test_this_build_is_described_as_what_discovery_found() -> None:
+    described = describe_build(discover_devices(builtin_backends()))
+    assert described is not None and described.startswith(f"torch {torch.__version__}: ")
+    compiled = torch.accelerator.current_accelerator()
+    usable = torch.accelerator.current_accelerator(check_available=True)
+    assert described.endswith("CPU build") is (compiled is None)
+    assert described.endswith(", no device") is (compiled is not None and usable is None)
 
 
 def test_cpu_identity_on_this_machine() -> None:

@@ -66,14 +66,30 @@ def test_probe_lists_emu_devices_truthfully(emu_env: EmuEnv) -> None:
     assert emu["dtype.fp64"]["level"] == "emulated"
     assert emu["dtype.fp64"]["source"] == "hook:devcaps-emu"
     # what emu has not: each with torch's own refusal as the reason
-    assert emu["runtime.streams"]["level"] == "unsupported"
-    assert "doesn't support create a new Stream" in emu["runtime.streams"]["reason"]
     assert emu["runtime.pinned_memory"]["level"] == "unsupported"
+    assert emu["runtime.graphs"]["level"] == "unsupported"
     assert emu["compile.inductor"]["level"] == "unsupported"
     assert "no codegen backend for emu" in emu["compile.inductor"]["reason"]
-    assert emu["dist.gloo"]["level"] == "unsupported"
-    # events record the host clock: real, so native
-    assert emu["runtime.events"]["level"] == "native"
+    assert emu["dist.gloo"]["level"] == "unsupported"  # gloo takes CPU tensors only
+    # what emu does, each answered by a probe that ran on emu:
+    # events time the host clock and allocator statistics are counted: native
+    for capability in ("runtime.events", "runtime.memory_stats"):
+        assert (emu[capability]["level"], emu[capability]["source"]) == ("native", "probe")
+    assert "memory_stats reports" in emu["runtime.memory_stats"]["reason"]
+    # (probed once per device model: emu:0 speaks for emu:1)
+    # streams order work but never run concurrently; emuccl moves tensors through gloo over
+    # host memory: the probe ran on emu, the emu plugin's hook says emulated and why
+    for capability, probe_said, why in (
+            ("runtime.streams", "two ordered streams on emu:0", "no two run concurrently"),
+            ("dist.emuccl", "1-rank emuccl group all-reduced a tensor on emu:0",
+             "no device interconnect")):
+        record = emu[capability]
+        assert (record["level"], record["source"]) == ("emulated", "hook:devcaps-emu")
+        assert probe_said in record["reason"] and why in record["reason"]
+    # the CPU keeps gloo
+    cpu = _records(report, "cpu")
+    assert cpu["dist.gloo"]["level"] == "native"
+    assert cpu["runtime.streams"]["level"] == "unsupported"
 
 
 def test_generic_file_runs_on_cpu_and_emu(emu_env: EmuEnv, pytester: pytest.Pytester) -> None:

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import devcaps_kernels.triton_backend as triton_backend
+import devcaps_kernels.triton_plan as triton_plan
 import devcaps_kernels.triton_support as triton_support
 from devcaps_kernels import Reduce, choose_backend, last_backend, scaled_mm
 from devcaps_kernels.problem import build_problem
@@ -209,36 +210,37 @@ def test_no_driver_means_no_vendor_and_precise_requests(monkeypatch: pytest.Monk
     (torch.float8_e4m3fn, torch.float8_e5m2, {"fp8e4nv", "fp8e5"}, False),  # mixed: decoded
     (torch.bfloat16, torch.bfloat16, {"fp8e4nv"}, False),
 ])
-def test_fp8_goes_to_tl_dot_as_fp8_where_triton_takes_it(monkeypatch: pytest.MonkeyPatch, a_dtype: torch.dtype,
-                                                         b_dtype: torch.dtype, dot_types: set[str],
-                                                         native: bool) -> None:
-    monkeypatch.setenv("TRITON_INTERPRET", "0")
-    monkeypatch.setattr(triton_backend, "triton_drives", lambda device: True)
-    monkeypatch.setattr(triton_backend, "fp8_dot_types", lambda: frozenset(dot_types))
+def test_fp8_goes_to_tl_dot_as_fp8_where_triton_takes_it(a_dtype: torch.dtype, b_dtype: torch.dtype,
+                                                         dot_types: set[str], native: bool) -> None:
+    target = triton_plan.KernelTarget("cuda", 90, frozenset(dot_types), False, None)
     a, b = torch.zeros(4, 8).to(a_dtype), torch.zeros(8, 16).to(b_dtype)
     p = build_problem(a, b, None, None, None, torch.bfloat16, [], [Reduce("sum")], True)
-    assert triton_backend._plan(p).native_fp8 is native
+    assert triton_plan.plan_for(p, target).native_fp8 is native
 
 
 def test_fp8_is_decoded_where_triton_does_not_drive_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
-    def fp8_dot_types() -> frozenset[str]:
+    def current_target() -> triton_plan.KernelTarget:
         raise AssertionError("no Triton target to ask for CPU tensors")
 
     monkeypatch.setenv("TRITON_INTERPRET", "0")
-    monkeypatch.setattr(triton_backend, "fp8_dot_types", fp8_dot_types)
+    monkeypatch.setattr(triton_plan, "current_target", current_target)
     a = torch.zeros(4, 8).to(torch.float8_e4m3fn)
     p = build_problem(a, a.t().contiguous(), None, None, None, torch.bfloat16, [], [], True)
-    assert triton_backend._plan(p).native_fp8 is False
+    assert triton_backend.plan(p).native_fp8 is False
 
 
+# Subprocesses are refused after ``import torch``: torch 2.14's CUDA build runs ``/sbin/ldconfig
+# -p`` while it imports (torch.cuda -> cuda.bindings -> cuda.pathfinder's
+# ctypes.util.find_library("dl")), GPU or not. That is torch's import; what is measured here is
+# what importing devcaps_kernels and one scaled_mm call add on CPU tensors.
 _FRESH_PROCESS = """
 import json, subprocess, sys
+import torch
 
 def refuse(*args, **kwargs):
     raise AssertionError(f"scaled_mm started a subprocess: {args}")
 
 subprocess.Popen = refuse
-import torch
 before = set(sys.modules)  # torch's backend autoload may import pytest_devcaps.emu's entry point
 import devcaps_kernels
 

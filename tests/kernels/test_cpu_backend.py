@@ -14,6 +14,7 @@ import torch
 
 import devcaps_kernels.cpu_backend as cpu
 from devcaps_kernels import BackendUsed, Reduce, last_backend, scaled_mm, weight_cache
+from devcaps_kernels.problem import build_problem
 from devcaps_kernels import epilogue as ep
 from pytest_devcaps.suites.kernels._checks import assert_reduction_close, assert_y_close, fresh
 
@@ -180,27 +181,41 @@ def test_block_rows(m, n, workers, rows):
     assert cpu.block_rows(m, n, workers) == rows
 
 
-@pytest.mark.parametrize("onednn_bf16", [True, False], ids=["onednn-bf16", "no-onednn-bf16"])
-def test_fast_accum_runs_the_gemm_in_bf16_only_when_allowed(monkeypatch, onednn_bf16):
-    """Both answers of oneDNN's bf16 check are exercised on every machine (an AVX2 CPU has no
-    oneDNN bf16 GEMM, an AVX-512/AMX one has): the plan must not depend on the ISA it runs on."""
+@pytest.mark.parametrize("fast_bf16", [True, False], ids=["bf16-gemm-fast", "bf16-gemm-slow"])
+def test_the_gemm_runs_in_bf16_only_when_allowed_and_fast(monkeypatch, fast_bf16):
+    """Both answers of the machine check are exercised on every machine (an AVX2 CPU has no
+    bf16 units and no oneDNN bf16 GEMM, an AVX512-BF16 / AMX one has both): the plan must not
+    depend on the ISA it runs on."""
     a = torch.zeros(8, 16).to(torch.float8_e4m3fn)
     from devcaps_kernels.problem import build_problem
 
-    monkeypatch.setattr(cpu, "onednn_problem", lambda dtype: "" if onednn_bf16 else "no bf16 kernels here")
+    monkeypatch.setattr(cpu, "bf16_gemm_problem", lambda: "" if fast_bf16 else "no bf16 units here")
+    bf16 = torch.bfloat16 if fast_bf16 else torch.float32  # where bf16 would do
 
     def dtype(**kwargs):
         p = build_problem(a, a.t(), kwargs.pop("sa", None), None, None, kwargs.pop("out", torch.bfloat16),
                           kwargs.pop("epilogue", ()), (), True, kwargs.pop("fast", False))
         return cpu._plan_dtype(p)
 
-    assert dtype() == torch.bfloat16                     # the bf16 GEMM output is y
+    assert dtype() == bf16                               # the bf16 GEMM output is y
     assert dtype(sa=0.5) == torch.float32                # a scale after the GEMM: exact fp32
-    assert dtype(sa=0.5, fast=True) == torch.bfloat16    # opted in: one more rounding
+    assert dtype(sa=0.5, fast=True) == bf16              # opted in: one more rounding
     assert dtype(out=torch.float32) == torch.float32
-    assert dtype(epilogue=[ep.gelu(), ep.relu()]) == torch.float32
-    # oneDNN applies one activation before rounding; without it the gelu comes after a rounding
-    assert dtype(epilogue=[ep.gelu()]) == (torch.bfloat16 if onednn_bf16 else torch.float32)
+    assert dtype(epilogue=[ep.gelu()]) == bf16           # oneDNN applies it before the rounding
+    assert dtype(epilogue=[ep.relu()]) == bf16           # relu commutes with the rounding: on y
+    assert dtype(epilogue=[ep.gelu(), ep.relu(), ep.clamp(-1.0, 0.5)]) == bf16
+    assert dtype(epilogue=[ep.gelu(), ep.tanh()]) == torch.float32   # tanh after a rounding: no
+    assert dtype(epilogue=[ep.clamp(lo=0.1)]) == torch.float32       # 0.1 is no bf16 value
+
+
+def test_relu_after_the_rounding_equals_relu_before_it():
+    """What the bf16 path relies on, for every bf16 value and both signs of zero and NaN."""
+    values = torch.arange(-(1 << 15), 1 << 15, dtype=torch.int32).to(torch.int16).view(torch.bfloat16)
+    wide = values.double() + torch.tensor([[0.0], [2.0 ** -9], [-(2.0 ** -9)]], dtype=torch.float64) * values.double()
+    x = wide.float()
+    assert torch.equal(torch.relu(x).bfloat16().view(torch.int16), torch.relu(x.bfloat16()).view(torch.int16))
+    for lo, hi in ((-1.0, 0.5), (0.0, 448.0)):
+        assert torch.equal(x.clamp(lo, hi).bfloat16().view(torch.int16), x.bfloat16().clamp(lo, hi).view(torch.int16))
 
 
 def test_reduction_steps_derive_coarse_from_fine():
@@ -249,3 +264,43 @@ def test_dense_copy_of_a_row_major_weight_for_few_rows():
     big, _ = scaled_mm(torch.randn(200, 64, dtype=torch.bfloat16), b, backend="cpu")  # no copy
     assert weight_cache.cached_weights() == 1
     assert_y_close(y, scaled_mm(a, b, backend="reference")[0])
+
+
+def test_ops_on_the_rounded_output_give_the_reference_result(monkeypatch):
+    """The bf16 GEMM-is-y path with relu and a clamp applied to y (forced here: on a CPU without
+    bf16 units the plan would take the fp32 GEMM), against float64."""
+    from pytest_devcaps.suites.kernels._checks import assert_y_close, float64_expected
+
+    monkeypatch.setattr(cpu, "bf16_gemm_problem", lambda: "")
+    a, b = torch.randn(33, 40).bfloat16(), torch.randn(40, 96).bfloat16()
+    ops = [ep.relu(), ep.clamp(hi=2.0)]
+    plan = cpu._make_plan(build_problem(a, b, None, None, None, torch.bfloat16, ops, [Reduce("sum")], True))
+    assert plan.compute == torch.bfloat16 and plan.gemm_is_output and plan.on_output == len(ops) - plan.fused_ops
+    y, (total,) = scaled_mm(a, b, epilogue=ops, reductions=[Reduce("sum")], backend="cpu")
+    assert_y_close(y, float64_expected(a, b, epilogue=ops).rounded(torch.bfloat16))
+    assert float(y.float().max()) <= 2.0 and float(y.float().min()) >= 0.0
+    torch.testing.assert_close(total, y.float().sum(-1), rtol=1e-5, atol=1e-4)
+
+
+_POOL_THREADS = """
+import json, os, torch
+import devcaps_kernels.cpu_backend as cpu
+from devcaps_kernels import scaled_mm
+torch.set_num_threads(2)
+count = lambda: len(os.listdir("/proc/self/task"))
+torch.mm(torch.randn(512, 512), torch.randn(512, 512))  # torch's own OpenMP team exists
+before = count()
+scaled_mm(torch.randn(2048, 512), torch.randn(512, 1024))
+print(json.dumps({"added": count() - before, "pooled": cpu._pool is not None}))
+"""
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "sched_getaffinity"), reason="counts /proc/self/task (Linux)")
+def test_a_fused_call_adds_only_its_pool_threads():
+    """The pool's workers never start an OpenMP team of their own: with GNU OpenMP extra team
+    threads count against the cores and make every OpenMP thread in the process, torch's own
+    included, spin less and sleep sooner for the rest of the process (issue 30)."""
+    done = subprocess.run([sys.executable, "-c", _POOL_THREADS], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["added"] == (2 if seen["pooled"] else 0), seen

@@ -8,7 +8,7 @@ import torch
 
 from devcaps_kernels import Reduce, last_backend, scaled_mm
 from devcaps_kernels import epilogue as ep
-from devcaps_kernels.epilogue import EpiOp
+from devcaps_kernels.epilogue import DEFINITIONS, make
 from pytest_devcaps.suites.kernels._checks import (FP32_ACCUMULATION_RTOL, accumulation_error, fresh,
                                                    huge_k_stride_views, large_k_fp8_operands)
 
@@ -65,7 +65,7 @@ def test_fp8_bias_and_operands_are_refused(backend, fp8):
     for shape, kind in (((8,), "add"), ((6, 1), "mul"), ((6, 8), "add")):
         operand = torch.zeros(shape).to(fp8)
         with pytest.raises(TypeError, match=rf"epilogue\[0\] \({kind}\) operand must not be fp8"):
-            scaled_mm(a, b, epilogue=[EpiOp(kind, operand=operand)], backend=backend)
+            scaled_mm(a, b, epilogue=[make(DEFINITIONS[kind], t=operand)], backend=backend)
         with pytest.raises(TypeError, match=rf"{kind}\(t\): t must not be fp8"):
             (ep.add if kind == "add" else ep.mul)(operand)
     # what the message suggests works, and means the same on every backend

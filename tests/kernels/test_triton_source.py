@@ -10,13 +10,13 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import devcaps_kernels.triton_backend as triton_backend
 from devcaps_kernels import Reduce, scaled_mm
 from devcaps_kernels import epilogue as ep
 from devcaps_kernels.problem import build_problem
-from devcaps_kernels.triton_backend import _plan, _source
 from devcaps_kernels.triton_configs import (AUTOTUNE_KEY, INTERPRETER, configs_for, m_bucket, prune_for_m,
                                             segment_base)
+from devcaps_kernels.triton_plan import INTERPRETED, KernelTarget, plan_for
+from devcaps_kernels.triton_source import source as _source
 
 GROUPS = (None, 32, 3, 96, 128, 48)
 
@@ -28,18 +28,15 @@ def _problem(dtype, *, n=96, fast_accum=False, groups=GROUPS):
                          fast_accum)
 
 
-@pytest.fixture
-def device_target(monkeypatch):
-    """A compiled (not interpreted) Triton target: ``set(vendor=..., native=..., imprecise=...)``."""
-    monkeypatch.setenv("TRITON_INTERPRET", "0")
+def kernel_target(vendor="cuda", native=False, imprecise=True, shared_limit=None):
+    """A compiled (not interpreted) Triton target whose tl.dot takes every fp8 type natively
+    (``native``) or none."""
+    types = frozenset(("fp8e4nv", "fp8e5", "fp8e4b8", "fp8e5b16")) if native else frozenset()
+    return KernelTarget(vendor, None, types, imprecise, shared_limit)
 
-    def set_target(vendor="cuda", native=False, imprecise=True):
-        monkeypatch.setattr(triton_backend, "target_vendor", lambda: vendor)
-        monkeypatch.setattr(triton_backend, "_native_fp8", lambda p: native)
-        monkeypatch.setattr(triton_backend, "fp8_dot_imprecise", lambda: imprecise)
 
-    set_target()
-    return set_target
+def _plan(p, target=None):
+    return plan_for(p, target or kernel_target())
 
 
 def _loop(source: str) -> str:
@@ -47,14 +44,14 @@ def _loop(source: str) -> str:
 
 
 @pytest.mark.parametrize("native", [True, False])
-def test_fp8_dot_operands(device_target, native):
-    device_target(native=native)
-    loop = _loop(_source(_plan(_problem(torch.float8_e4m3fn))))
-    # native fp8 goes to tl.dot as fp8; otherwise the tile is decoded to bf16 (exact).
+def test_fp8_dot_operands(native):
+    loop = _loop(_source(_plan(_problem(torch.float8_e4m3fn), kernel_target(native=native))))
+    # native fp8 is loaded through fp8 pointers and goes to tl.dot as is (other=0.0: an fp8
+    # zero); otherwise the tile is loaded as bytes and decoded to bf16 (exact).
     if native:
-        assert "a = a.to(tl.float8e4nv, bitcast=True)\n" in loop
+        assert "_decode" not in loop and loop.count("other=0.0)") == 2
     else:
-        assert "a = _decode_e4m3fn(a).to(tl.bfloat16)\n" in loop
+        assert "a = _decode_e4m3fn(a).to(tl.bfloat16)\n" in loop and "other=0)" in loop
     assert "tl.float32" not in loop
 
 
@@ -64,15 +61,14 @@ def test_fp8_dot_operands(device_target, native):
     (True, False, False, False),   # sm_89, sm_100, AMD: Triton's default is already precise
     (False, True, False, False),   # decoded to bf16: tl.dot accumulates bf16 products in fp32
 ])
-def test_fp8_accumulates_in_fp32_unless_fast_accum(device_target, native, imprecise, fast_accum, promoted):
-    device_target(native=native, imprecise=imprecise)
-    plan = _plan(_problem(torch.float8_e4m3fn, fast_accum=fast_accum))
+def test_fp8_accumulates_in_fp32_unless_fast_accum(native, imprecise, fast_accum, promoted):
+    plan = _plan(_problem(torch.float8_e4m3fn, fast_accum=fast_accum), kernel_target(native=native, imprecise=imprecise))
     assert plan.promote_fp8_acc is promoted
     dot = _loop(_source(plan)).split("acc = tl.dot(")[1].splitlines()[0]
     assert dot == ("a, b, acc, max_num_imprecise_acc=BLOCK_K)" if promoted else "a, b, acc)")
 
 
-def test_offsets_are_int64(device_target):
+def test_offsets_are_int64():
     source = _source(_plan(_problem(torch.bfloat16)))
     assert "offs_k = tl.arange(0, BLOCK_K).to(tl.int64)" in source
     assert "rows = offs_m.to(tl.int64)" in source and "cols = offs_n.to(tl.int64)" in source
@@ -80,10 +76,9 @@ def test_offsets_are_int64(device_target):
     assert _loop(source).count("kk[") == 2 and "kk = k0 + offs_k" in source
 
 
-def test_interpreter_only_changes_the_dot_operand_dtype(device_target, monkeypatch):
+def test_interpreter_only_changes_the_dot_operand_dtype():
     device = _source(_plan(_problem(torch.bfloat16)))
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    interp = _source(_plan(_problem(torch.bfloat16)))
+    interp = _source(_plan(_problem(torch.bfloat16), INTERPRETED))
     assert "a = a.to(tl.float32)" in interp and "a = a.to(" not in device
     assert device.split("mask = mask_m")[1] == interp.split("mask = mask_m")[1]
 
@@ -97,9 +92,8 @@ def test_interpreter_only_changes_the_dot_operand_dtype(device_target, monkeypat
     ("hip", torch.float16, False, "16bit"),
     ("xpu", torch.bfloat16, False, "16bit"),
 ])
-def test_configs_follow_vendor_and_dtype_family(device_target, vendor, dtype, native, family):
-    device_target(vendor=vendor, native=native)
-    plan = _plan(_problem(dtype, n=4096))
+def test_configs_follow_vendor_and_dtype_family(vendor, dtype, native, family):
+    plan = _plan(_problem(dtype, n=4096), kernel_target(vendor=vendor, native=native))
     assert plan.configs == configs_for(vendor, family, 4096)
 
 
@@ -129,7 +123,7 @@ def test_block_n_capped_by_n_and_segments_divide_every_block_n(n):
                 assert all(c.block_n % seg == 0 for c in configs), (vendor, family, n, g)
 
 
-def test_segments_do_not_depend_on_the_chosen_config(device_target):
+def test_segments_do_not_depend_on_the_chosen_config():
     plan = _plan(_problem(torch.bfloat16, n=384, groups=(None, 32, 3, 96, 128, 48)))
     base = segment_base(plan.configs)
     assert base == 64
@@ -148,20 +142,19 @@ def test_autotune_key_buckets_m():
     assert [c.kwargs["BLOCK_M"] for c in prune_for_m(tiny, {"M_BUCKET": 16})] == [128]
 
 
-def test_kernel_takes_the_bucket_and_every_config_is_a_triton_config(device_target):
+def test_kernel_takes_the_bucket_and_every_config_is_a_triton_config():
     triton = pytest.importorskip("triton", reason="triton is not installed")
     from devcaps_kernels.triton_configs import triton_configs
 
     plan = _plan(_problem(torch.bfloat16, n=4096))
-    assert "M, N, K, M_BUCKET, stride_am" in _source(plan)
+    assert "M,\n                    N,\n                    K,\n                    M_BUCKET,\n" in _source(plan)
     made = triton_configs(plan.configs)
     assert all(isinstance(c, triton.Config) for c in made) and len(made) == len(plan.configs)
     assert {c.kwargs["BLOCK_N"] for c in made} == {c.block_n for c in plan.configs}
 
 
-def test_interpreter_runs_one_config(monkeypatch):
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    plan = _plan(_problem(torch.bfloat16))
+def test_interpreter_runs_one_config():
+    plan = _plan(_problem(torch.bfloat16), INTERPRETED)
     assert plan.configs == INTERPRETER and not plan.promote_fp8_acc
     assert dataclasses.replace(plan, interpret=False) != plan  # the interpreter is part of the key
 

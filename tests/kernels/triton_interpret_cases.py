@@ -14,11 +14,13 @@ import pytest
 import torch
 
 import devcaps_kernels.triton_backend as triton_backend
+import devcaps_kernels.triton_plan as triton_plan
 from devcaps_kernels import Reduce, last_backend, scaled_mm
 from devcaps_kernels import epilogue as ep
-from devcaps_kernels.epilogue import EpiOp
+from devcaps_kernels.epilogue import DEFINITIONS, make
 from devcaps_kernels.problem import build_problem
 from devcaps_kernels.triton_configs import TileConfig
+from devcaps_kernels.triton_plan import KernelTarget
 from pytest_devcaps.suites.kernels._checks import (FP32_ACCUMULATION_RTOL, accumulation_error,
                                                    assert_reduction_close, assert_y_close, fresh,
                                                    huge_k_stride_views, large_k_fp8_operands)
@@ -153,8 +155,8 @@ def test_native_fp8_dot_asks_for_fp32_accumulation(monkeypatch, fast_accum, expe
         return create_dot(self, a, b, d, input_precision, max_num_imprecise_acc)
 
     monkeypatch.setattr(interpreter.InterpreterBuilder, "create_dot", spy)
-    monkeypatch.setattr(triton_backend, "_native_fp8", lambda p: True)
-    monkeypatch.setattr(triton_backend, "_fp8_imprecise", lambda: True)
+    sm90_like = KernelTarget("", None, frozenset({"fp8e4nv"}), True, None, interpret=True)
+    monkeypatch.setattr(triton_backend, "target_of", lambda device: sm90_like)
     a, b = large_k_fp8_operands(4, 64, 4096, dtype=torch.float8_e4m3fn, device=CPU)
     y, _ = scaled_mm(a, b, out_dtype=torch.float32, backend="triton", fast_accum=fast_accum)
     assert set(seen) == expected and len(seen) == 4096 // 32
@@ -173,14 +175,14 @@ def test_fp8_bias_and_operands_are_refused():
     with pytest.raises(TypeError, match=r"bias must not be fp8"):
         scaled_mm(a, b, bias=t, backend="triton")
     with pytest.raises(TypeError, match=r"epilogue\[0\] \(mul\) operand must not be fp8"):
-        scaled_mm(a, b, epilogue=[EpiOp("mul", operand=t)], backend="triton")
+        scaled_mm(a, b, epilogue=[make(DEFINITIONS["mul"], t=t)], backend="triton")
 
 
 def test_reductions_do_not_depend_on_the_autotuned_block_n(monkeypatch):
     """Two configs with BLOCK_N 64 and 128 share segments of gcd(group, 64): run each alone
     and every reduction is bitwise the same (same BLOCK_K, so y is the same too)."""
     both = (TileConfig(32, 64, 32, 8, 4, 1), TileConfig(32, 128, 32, 8, 4, 1))
-    monkeypatch.setattr(triton_backend, "_tile_configs", lambda p, native: both)
+    monkeypatch.setattr(triton_plan, "tile_configs", lambda p, target, native: both)
     m, n, k = 17, 256, 24
     a, b = fresh(m, k, dtype=torch.float16, device=CPU), fresh(k, n, dtype=torch.float16, device=CPU)
     reductions = [Reduce("sum"), Reduce("sumsq", group=128), Reduce("amax", group=32)]
@@ -191,8 +193,8 @@ def test_reductions_do_not_depend_on_the_autotuned_block_n(monkeypatch):
                                                                             if c.kwargs["BLOCK_N"] == bn])
         triton_backend._KERNELS.clear()
         results.append(triton_vs_reference(a, b, epilogue=[ep.silu()], reductions=reductions))
-        assert triton_backend._plan(build_problem(a, b, None, None, None, torch.bfloat16, [],
-                                                  reductions, True)).reductions[1][2] == 64
+        assert triton_backend.plan(build_problem(a, b, None, None, None, torch.bfloat16, [],
+                                                 reductions, True)).reductions[1][2] == 64
     (y64, r64), (y128, r128) = results
     assert torch.equal(y64, y128)
     for first, second in zip(r64, r128):

@@ -564,3 +564,51 @@ def test_converted_code_uses_the_accelerator_that_is_usable() -> None:
     tree = ast.parse(out)
     assert "current_accelerator(check_available=True)" in out
     assert "current_accelerator()" not in out and tree
+
+
+def test_an_assert_equal_on_the_cuda_type_follows_the_device() -> None:
+    """torchao's ``assertEqual(x.device.type, "cuda")`` after ``device="cuda"`` became the device
+    type: both change together, or the assertion fails on every other device."""
+    out = fix("""\
+        import unittest
+
+        import torch
+        from torch import nn
+
+
+        class TestLin(unittest.TestCase):
+            def test_lin(self):
+                self.assertEqual(nn.Linear(2, 2, device="cuda").weight.device.type, "cuda")
+        """)
+    assert "nn.Linear(2, 2, device=device_type).weight.device.type, device_type)" in out
+
+
+@pytest.mark.parametrize("target", ["devcaps", "torch"])
+def test_a_device_parametrization_read_as_a_string_stays(target: str) -> None:
+    """fairscale: ``parametrize("device", ["cpu", "cuda"])`` with ``"cuda" in device``: the device
+    fixture (a torch.device) would raise TypeError, and --target torch has no fixture at all."""
+    source = """\
+        import pytest
+        import torch
+
+
+        @pytest.mark.parametrize("device", ["cpu", "cuda"])
+        def test_add(device):
+            if "cuda" in device and not torch.cuda.is_available():
+                pytest.skip("test requires a GPU")
+            assert torch.ones(2, device=device).sum() == 2
+        """
+    assert '@pytest.mark.parametrize("device", ["cpu", "cuda"])' in fix(source, target)
+
+
+def test_the_torch_target_keeps_a_device_parametrization() -> None:
+    out = fix("""\
+        import pytest
+        import torch
+
+
+        @pytest.mark.parametrize("device", ["cpu", "cuda"])
+        def test_add(device):
+            assert torch.ones(2, device=device).sum() == 2
+        """, "torch")
+    assert '@pytest.mark.parametrize("device", ["cpu", "cuda"])' in out and "devcaps" not in out

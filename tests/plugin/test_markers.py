@@ -240,6 +240,7 @@ def test_markers_are_registered_and_strict_markers_clean(pytester: pytest.Pytest
     markers.stdout.fnmatch_lines([
         "@pytest.mark.requires_capability(*capabilities, any_of=None, native=False):*",
         "@pytest.mark.requires_devices(n):*",
+        "@pytest.mark.requires_ranks(n):*",
         "@pytest.mark.requires_memory(size, per_allocation=None, free=False):*",
         "@pytest.mark.dtypes(*dtypes, when=None):*",
         "@pytest.mark.skip_on(when, reason):*",
@@ -276,4 +277,4 @@ def test_every_marker_the_plugin_recognises_by_name_has_a_signature() -> None:
     from pytest_devcaps.marks.names import MARKER_NAMES
     from pytest_devcaps.marks.evaluation import SIGNATURES
 
-    assert MARKER_NAMES == set(SIGNATURES) and len(MARKER_NAMES) == 8
+    assert MARKER_NAMES == set(SIGNATURES) and len(MARKER_NAMES) == 9

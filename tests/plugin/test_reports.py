@@ -39,8 +39,14 @@ SETS = ("--devcaps-devices=cpu", "--devcaps-set=dtype.fp8_e4m3fn=native", "--dev
 def test_header_lists_devices_and_reproducing_flags(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_x(): pass")
     result = pytester.runpytest("--devcaps-set=dtype.bf16=unsupported@cpu")
+    import torch
+
+    # a CUDA build on a machine without a GPU: "torch 2.14.1+cu130: CUDA build, no device"
+    no_device = torch.accelerator.current_accelerator() is not None and \
+        torch.accelerator.current_accelerator(check_available=True) is None
+    build = "* build, no device" if no_device else "* build"
     result.stdout.fnmatch_lines([
-        "devcaps: * device(s), *",
+        f"devcaps: * device(s), *; device tests run on: *; torch {torch.__version__}: {build}",
         "devcaps: cpu: *vendor=cpu, arch=*",
         "  native *; emulated *; unsupported *; unknown *",
         "devcaps: reproduce with: --devcaps-set=dtype.bf16=unsupported@cpu",

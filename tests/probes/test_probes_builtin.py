@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import pytest
 import torch
+import torch.distributed
 
 from pytest_devcaps.backends import builtin_backends, discover_devices
 from pytest_devcaps.config import classify, load_catalogue
@@ -42,6 +43,9 @@ CPU_EXPECTED: dict[str, Level] = {
     "dist.gloo": N, "dist.nccl": U, "dist.xccl": U, "dist.hccl": U, "dist.mpi": U,
 }
 
+# Whether this torch has NCCL compiled in (what the dist.nccl probe reads first).
+NCCL_BUILT = torch.distributed.is_available() and torch.distributed.is_nccl_available()  # devcaps: allow[DC008]
+
 # Reasons users will read in skip messages: the important words must be there.
 CPU_REASONS: dict[str, str] = {
     "dtype.tf32": "matmul stays fp32 under float32_matmul_precision('high')",
@@ -52,7 +56,9 @@ CPU_REASONS: dict[str, str] = {
     "attention.mem_efficient": "(_fused_sdp_choice) under SDPBackend.EFFICIENT_ATTENTION",
     "compile.triton": "Triton has no CPU backend (TRITON_INTERPRET only)",
     "compile.inductor": "C++ compiler",
-    "dist.nccl": "nccl is not available",
+    # a CPU build has no NCCL; a CUDA build has it compiled in, for cuda tensors only
+    "dist.nccl": ("nccl is available but handles cuda tensors, not cpu" if NCCL_BUILT  # devcaps: allow[DC008]
+                  else "nccl is not available"),
     "runtime.graphs": "no graph capture for cpu",
 }
 
@@ -105,7 +111,9 @@ def _table() -> dict[str, dict[str, Level]]:
 
 TABLE = _table()
 CASES = [(device, cap) for device, caps in TABLE.items() for cap in caps]
-ACCELERATOR = getattr(torch.accelerator.current_accelerator(), "type", None)
+# The usable accelerator: a CUDA build on a machine without a GPU has "cuda" compiled in
+# (current_accelerator()) but no device, so it is checked as the CPU-only machine it is.
+ACCELERATOR = getattr(torch.accelerator.current_accelerator(check_available=True), "type", None)
 
 
 def children_cpu_seconds() -> float:

@@ -151,9 +151,11 @@ def placeholder_values(graph_module: torch.fx.GraphModule) -> list[Any]:
 def other_device(device: torch.device) -> torch.device | None:
     """The device of the other type for a device-change case, or None when only one exists.
 
-    An accelerator's other device is the host CPU; any other device's is the accelerator.
+    An accelerator's other device is the host CPU; any other device's is the accelerator, if
+    one is usable: a CUDA build on a machine without a GPU has ``cuda`` compiled in
+    (``current_accelerator()``) but no device to put a tensor on.
     """
-    accelerator = torch.accelerator.current_accelerator()
+    accelerator = torch.accelerator.current_accelerator(check_available=True)
     if accelerator is None:
         return None
     return torch.device("cpu") if device.type == accelerator.type else accelerator

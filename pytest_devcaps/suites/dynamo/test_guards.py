@@ -63,8 +63,8 @@ def test_recompiles_on_dtype_change(device: torch.device, dtype: torch.dtype) ->
 def test_recompiles_on_device_change(device: torch.device) -> None:
     second = other_device(device)
     if second is None:
-        pytest.skip(f"needs a second device type besides {device.type}: "
-                    "torch.accelerator.current_accelerator() is None")
+        pytest.skip(f"needs a second device type besides {device.type}: no usable accelerator "
+                    "(torch.accelerator.current_accelerator(check_available=True) is None)")
     counter = CompileCounter()
     compiled = torch.compile(pointwise, backend=counter)
     here = [seeded_tensor(8, device=device, seed=s) for s in (1, 2)]

@@ -12,17 +12,18 @@ import torch
 
 from devcaps_kernels import Reduce, last_backend, scaled_mm
 from devcaps_kernels import epilogue as ep
-from devcaps_kernels.epilogue import EpiOp
+from devcaps_kernels.epilogue import DEFINITIONS, make
 from pytest_devcaps.suites.kernels._checks import (FP32_ACCUMULATION_RTOL, accumulation_error,
-                                                   assert_y_close, fresh, huge_k_stride_views,
-                                                   large_k_fp8_operands)
+                                                   assert_y_close, float64_expected, fresh, huge_k_stride_views,
+                                                   large_k_fp8_operands, record_backend)
 
 
 @pytest.mark.requires_capability("dtype.fp8_e4m3fn", native=False)
 @pytest.mark.parametrize("k", [4096, 8192])
-def test_large_k_fp8_accumulates_in_fp32(device, k):
+def test_large_k_fp8_accumulates_in_fp32(request, device, k):
     a, b = large_k_fp8_operands(16, 64, k, dtype=torch.float8_e4m3fn, device=device)
     y, (total,) = scaled_mm(a, b, out_dtype=torch.float32, reductions=[Reduce("sum")])
+    record_backend(request, device)
     error = accumulation_error(y, a, b)
     assert error <= FP32_ACCUMULATION_RTOL, f"{last_backend()!r}: relative error {error:.2e}"
     torch.testing.assert_close(total, y.sum(-1), rtol=1e-5, atol=0)
@@ -32,13 +33,14 @@ def test_large_k_fp8_accumulates_in_fp32(device, k):
 
 @pytest.mark.requires_capability("dtype.fp8_e4m3fn", native=False)
 @pytest.mark.requires_memory("16GiB")
-def test_k_offsets_past_int32(device):
+def test_k_offsets_past_int32(request, device):
     a, b = huge_k_stride_views(5, 16, 3, dtype=torch.float8_e4m3fn, device=device)
     assert (a.shape[1] - 1) * a.stride(1) >= 2**31 and (b.shape[0] - 1) * b.stride(0) >= 2**31
     y, (total,) = scaled_mm(a, b, out_dtype=torch.float32, reductions=[Reduce("sum")])
-    exact = a.float() @ b.float()  # small dense copies
-    torch.testing.assert_close(y, exact, rtol=1e-6, atol=1e-6)
-    torch.testing.assert_close(total, exact.sum(-1), rtol=1e-5, atol=1e-5)
+    record_backend(request, device)
+    exact = float64_expected(a, b).y64  # from small dense float64 copies
+    torch.testing.assert_close(y.cpu().double(), exact, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(total.cpu().double(), exact.sum(-1), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("fp8", [torch.float8_e4m3fn, torch.float8_e5m2], ids=str)
@@ -51,4 +53,4 @@ def test_fp8_bias_and_operands_are_refused(device, fp8):
         ep.add(t)
     for kind in ("add", "mul"):  # built without the constructor: build_problem refuses it too
         with pytest.raises(TypeError, match=rf"epilogue\[1\] \({kind}\) operand must not be fp8"):
-            scaled_mm(a, b, epilogue=[ep.relu(), EpiOp(kind, operand=t)])
+            scaled_mm(a, b, epilogue=[ep.relu(), make(DEFINITIONS[kind], t=t)])

@@ -1,0 +1,73 @@
+"""Shared by the kernel benchmarks: the machine's name for result files, interleaved timing.
+
+``cpu_model_and_isa()`` reads /proc/cpuinfo (every result file is named after the CPU model and
+its widest vector ISA: ``AMD-EPYC-AVX2``); ``interleaved`` times several functions in the same
+rounds, one after another, so load from other processes hits them alike, and keeps every time
+(medians are reported, with the load average).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import time
+from typing import Callable
+
+import torch
+
+ISA_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_int8", "amx_fp16", "amx_tile")
+
+
+def cpu_model_and_isa() -> tuple[str, list[str]]:
+    """The CPU's model name and which of :data:`ISA_FLAGS` it has."""
+    model, flags = platform.processor() or "unknown CPU", set()
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                elif line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return model, [f for f in ISA_FLAGS if f in flags]
+
+
+def machine_tag() -> str:
+    """``AMD-EPYC-AVX2``: the first two words of the model and the widest ISA (for file names)."""
+    model, isa = cpu_model_and_isa()
+    widest = next((name for flag, name in (("amx_tile", "AMX"), ("avx512_bf16", "AVX512BF16"),
+                                           ("avx512f", "AVX512"), ("avx2", "AVX2")) if flag in isa), "noSIMD")
+    words = [w for w in model.replace("(R)", "").replace("(TM)", "").split() if w.isalnum()][:2]
+    return "-".join(words + [widest])
+
+
+def load_average() -> float:
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+
+
+def interleaved(fns: dict[str, Callable[[], object]], rounds: int, warmup: int = 1) -> dict[str, list[float]]:
+    """Every function's wall times (ms) over ``rounds`` rounds; each round runs each function
+    once, in order (after ``warmup`` untimed calls each)."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append((time.perf_counter() - start) * 1e3)
+    return times
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def header(title: str) -> str:
+    model, isa = cpu_model_and_isa()
+    return (f"# {title}, {time.strftime('%Y-%m-%d %H:%M')}, torch {torch.__version__}, {model}; isa "
+            f"{' '.join(isa) or 'none'}; ATen capability {torch.backends.cpu.get_cpu_capability()}; "
+            f"{torch.get_num_threads()} threads; load average {load_average():.1f}")

@@ -1,0 +1,65 @@
+"""An FSDP2 training step on 2 emu ranks (emuccl) equals the same step on 2 CPU ranks (gloo):
+loss, gradients and updated parameters, fp32, within 1e-6; and the harness picks emuccl."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import pytest
+
+PARITY = '''
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+
+from pytest_devcaps.distributed import DistributedRunner
+
+
+def train_step(ctx):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 33), nn.ReLU(), nn.Linear(33, 8)).to(ctx.device)
+    mesh = init_device_mesh(ctx.device_type, (ctx.world_size,))
+    for layer in model:
+        if isinstance(layer, nn.Linear):
+            fully_shard(layer, mesh=mesh)  # 33 rows: uneven shards, padded
+    fully_shard(model, mesh=mesh)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    generator = torch.Generator().manual_seed(100 + ctx.rank)
+    x = torch.randn(4, 16, generator=generator).to(ctx.device)
+    loss = model(x).pow(2).mean()
+    loss.backward()
+    grads = {n: p.grad.full_tensor().cpu() for n, p in model.named_parameters()}
+    optimizer.step()
+    params = {n: p.full_tensor().cpu() for n, p in model.named_parameters()}
+    return {"loss": loss.item(), "grads": grads, "params": params,
+            "backend": dist.get_backend(), "device": str(ctx.device),
+            "grad_device": next(model.parameters()).grad.device.type}
+
+
+def test_emu_step_equals_cpu_step(distributed):
+    emu = distributed.run(train_step, world_size=2)
+    cpu = DistributedRunner("cpu", "gloo").run(train_step, world_size=2)
+    assert [r["backend"] for r in emu] == ["emuccl", "emuccl"]
+    assert [r["device"] for r in emu] == ["emu:0", "emu:1"]
+    assert {r["grad_device"] for r in emu} == {"emu"}
+    for rank, (mine, theirs) in enumerate(zip(emu, cpu)):
+        assert abs(mine["loss"] - theirs["loss"]) <= 1e-6, (rank, mine["loss"], theirs["loss"])
+        for kind in ("grads", "params"):
+            assert mine[kind].keys() == theirs[kind].keys()
+            for name, value in theirs[kind].items():
+                torch.testing.assert_close(mine[kind][name], value, atol=1e-6, rtol=0,
+                                           msg=lambda m: f"rank {rank} {kind} {name}: {m}")
+        assert any(g.abs().sum() > 0 for g in mine["grads"].values())
+    assert emu[0]["loss"] != emu[1]["loss"]  # each rank had its own data
+'''
+
+
+def test_fsdp2_step_on_emu_equals_the_cpu_step(emu_env: Callable[[int], None],
+                                               pytester: pytest.Pytester) -> None:
+    emu_env(2)
+    pytester.makepyfile(test_parity=PARITY)
+    result = pytester.runpytest_subprocess("-p", "pytest_devcaps", "--devcaps-devices=emu", "-q",
+                                           "-rfEs", "-p", "no:randomly")
+    result.assert_outcomes(passed=1)

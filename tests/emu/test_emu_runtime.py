@@ -1,0 +1,167 @@
+"""emu's streams, events and allocator statistics, measured in one fresh interpreter with two
+emu devices (what torch.Stream / torch.Event / torch.accelerator and torch.emu answer)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.emu._emu import emu_environ, run_json
+
+SCRIPT = r'''
+import gc, json, time
+import torch
+import torch.nn as nn
+
+out = {}
+emu = torch.emu
+
+# ---- streams
+default = emu.current_stream()
+a, b = torch.Stream("emu"), emu.Stream(priority=-1)
+out["stream_ids"] = [default.stream_id, a.stream_id, b.stream_id]
+out["stream_types"] = [type(emu.Stream()).__name__, isinstance(emu.Stream(), torch.Stream),
+                       type(emu.Event()).__name__]
+a.record_event(emu.Event()); emu.current_stream().wait_event(a.record_event())
+on_one = emu.Stream(1)
+with emu.stream(on_one):
+    inside = [emu.current_device(), emu.current_stream(1).stream_id,
+              torch.accelerator.current_stream(1).stream_id]
+    with emu.stream(on_one):
+        nested = emu.current_stream(1).stream_id
+    after_nested = emu.current_stream(1).stream_id
+out["context"] = {"inside": inside, "nested": nested, "after_nested": after_nested,
+                  "after": [emu.current_device(), emu.current_stream(1).stream_id],
+                  "on_one": on_one.stream_id}
+emu.set_stream(a)
+out["set_stream"] = [emu.current_stream().stream_id, torch.accelerator.current_stream().stream_id]
+emu.set_stream(emu.default_stream())
+with a:  # torch.Stream's own context manager reaches the same guard
+    x = torch.ones(8, device="emu") * 2
+b.wait_stream(a)
+b.synchronize()
+out["ordered"] = [float(x.sum()), a.query(), b.query(), emu.current_stream().stream_id]
+pool = {torch.Stream("emu").stream_id for _ in range(4)}
+out["new_streams_distinct"] = len(pool) == 4
+
+# ---- events
+start, end = emu.Event(enable_timing=True), emu.Event(enable_timing=True)
+start.record(); time.sleep(0.05); end.record(); end.synchronize()
+out["elapsed_ms"] = start.elapsed_time(end)
+plain = emu.Event(); plain.record()
+errors = {}
+for name, fn in {"untimed": lambda: plain.elapsed_time(end),
+                 "unrecorded": lambda: emu.Event(enable_timing=True).elapsed_time(end)}.items():
+    try:
+        fn(); errors[name] = None
+    except (RuntimeError, ValueError) as exc:  # torch checks the flags first (ValueError)
+        errors[name] = f"{type(exc).__name__}: {exc}"
+out["event_errors"] = errors
+out["event_query"] = plain.query()
+
+# ---- allocator statistics
+gc.collect()
+base0, base1 = emu.memory_allocated(0), emu.memory_allocated(1)
+emu.reset_peak_memory_stats(1)
+big = torch.empty(3 << 20, dtype=torch.uint8, device="emu:1")     # 3 MiB: the large pool
+small = torch.empty(1000, dtype=torch.float32, device="emu:1")    # 4000 B: the small pool
+stats = emu.memory_stats(1)
+out["allocated"] = [emu.memory_allocated(0) - base0, emu.memory_allocated(1) - base1]
+out["pools"] = [stats["allocated_bytes.large_pool.current"],
+                stats["allocated_bytes.small_pool.current"]]
+out["reserved_equals_allocated"] = emu.memory_reserved(1) == emu.memory_allocated(1)
+out["accelerator_agrees"] = (torch.accelerator.memory_allocated(1) == emu.memory_allocated(1)
+                             and dict(torch.accelerator.memory_stats(1)) == dict(stats))
+del big
+gc.collect()
+out["after_free"] = [emu.memory_allocated(1) - base1, emu.max_memory_allocated(1) - base1]
+emu.reset_peak_memory_stats(1)
+out["peak_after_reset"] = emu.max_memory_allocated(1) - base1
+storage_owner = torch.ones(1 << 18, device="emu:1")               # 1 MiB
+before = emu.memory_allocated(1)
+storage_owner.untyped_storage().resize_(0)                        # FSDP frees this way
+out["resize_freed"] = before - emu.memory_allocated(1)
+free, total = emu.mem_get_info(1)
+out["mem_info"] = [0 < free <= total, total]
+out["stat_names_sorted"] = list(stats) == sorted(stats)
+out["counts"] = [stats["allocation.all.current"], stats["num_device_alloc"] >= 2]
+
+# ---- RNG state: the CPU generator's
+torch.manual_seed(7)
+state = emu.get_rng_state()
+first = torch.rand(3, device="emu").tolist()
+emu.set_rng_state(state)
+out["rng_replays"] = torch.rand(3, device="emu").tolist() == first
+out["rng_is_cpu"] = torch.equal(emu.get_rng_state(), torch.get_rng_state())
+
+# ---- module conversion keeps parameters and ties (Module._apply's shallow-copy test)
+m = nn.Linear(2, 2); w = m.weight
+tied = nn.Sequential(nn.Embedding(4, 3), nn.Linear(3, 4, bias=False)); tied[1].weight = tied[0].weight
+m.to("emu"); tied.to("emu")
+out["to_keeps"] = [m.weight is w, tied[0].weight is tied[1].weight, str(w.device)]
+
+# ---- refusals
+refusals = {}
+for name, fn in {"stats": lambda: emu.memory_stats(5), "stream": lambda: emu.current_stream(5),
+                 "sync": lambda: emu.synchronize(5)}.items():
+    try:
+        fn(); refusals[name] = None
+    except Exception as exc:
+        refusals[name] = f"{type(exc).__name__}: {exc}"
+out["refusals"] = refusals
+print(json.dumps(out))
+'''
+
+
+@pytest.fixture(scope="module")
+def measured(emu_build: Path) -> dict[str, Any]:
+    result: dict[str, Any] = run_json(SCRIPT, emu_environ(emu_build.parent.parent, devices=2))
+    return result
+
+
+def test_streams_are_ids_with_a_current_one_per_device(measured: dict[str, Any]) -> None:
+    default, first, second = measured["stream_ids"]
+    assert default == 0 and len({default, first, second}) == 3
+    assert measured["stream_types"] == ["Stream", True, "Event"]
+    context = measured["context"]
+    assert context["inside"] == [1, context["on_one"], context["on_one"]]
+    assert context["nested"] == context["after_nested"] == context["on_one"]
+    assert context["after"] == [0, 0]  # device and stream restored
+    assert measured["set_stream"] == [first, first]
+    assert measured["ordered"] == [16.0, True, True, 0]
+    assert measured["new_streams_distinct"]
+
+
+def test_events_time_the_host_clock_and_refuse_as_cuda_does(measured: dict[str, Any]) -> None:
+    assert measured["elapsed_ms"] >= 45.0  # a 50 ms sleep between the two records
+    errors = measured["event_errors"]
+    assert "enable_timing=True" in errors["untimed"]
+    assert errors["unrecorded"] is not None
+    assert measured["event_query"] is True
+
+
+def test_allocator_counts_what_each_device_holds(measured: dict[str, Any]) -> None:
+    assert measured["allocated"] == [0, (3 << 20) + 4000]
+    assert measured["pools"] == [3 << 20, 4000]
+    assert measured["reserved_equals_allocated"] and measured["accelerator_agrees"]
+    assert measured["after_free"] == [4000, (3 << 20) + 4000]  # the peak stays until reset
+    assert measured["peak_after_reset"] == 4000
+    assert measured["resize_freed"] == 1 << 20
+    assert measured["mem_info"][0] and measured["mem_info"][1] > 0
+    assert measured["stat_names_sorted"]
+    assert measured["counts"][1]
+
+
+def test_rng_state_is_the_cpu_generators(measured: dict[str, Any]) -> None:
+    assert measured["rng_replays"] and measured["rng_is_cpu"]
+
+
+def test_to_emu_keeps_parameters_and_ties(measured: dict[str, Any]) -> None:
+    assert measured["to_keeps"] == [True, True, "emu:0"]
+
+
+def test_out_of_range_indices_are_refused_with_the_count(measured: dict[str, Any]) -> None:
+    for refusal in measured["refusals"].values():
+        assert refusal is not None and "out of range" in refusal and "2 emu device(s)" in refusal
