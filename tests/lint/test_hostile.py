@@ -329,3 +329,28 @@ def test_diff_is_a_patch_git_applies(tmp_path: Path, monkeypatch: pytest.MonkeyP
     subprocess.run(["git", "init", "-q", "."], check=True)
     subprocess.run(["git", "apply", "-"], input=patch.encode(), check=True)
     assert (tmp_path / "test_a.py").read_bytes() == (tmp_path / "fixed.py").read_bytes() != original
+
+
+# -- item 4: the device fixture is never shadowed ------------------------------------------------
+
+SHADOWS = {
+    "except as": "    try:\n        pass\n    except Exception as device:\n        pass\n",
+    "an import": "    from os import sep as device\n",
+    "a nested def": "    def device():\n        pass\n",
+    "a lambda parameter": "    pick = lambda device: device\n",
+    "a module's global read": "    print(device)\n",
+}
+
+
+@pytest.mark.parametrize("what", list(SHADOWS))
+def test_a_test_that_binds_or_reads_its_own_device_gets_the_fixture_under_a_free_name(what: str) -> None:
+    """``except Exception as device`` (and the others) rebound the ``device`` fixture --fix added,
+    so ``.to(device)`` moved the tensor to an exception; a module's ``device`` read in the test
+    was replaced by the fixture."""
+    pytest.importorskip("libcst", reason="--fix needs the lint extra (pytest-devcaps[lint])")
+    from pytest_devcaps.lint.fix import fix_text
+
+    source = f"import torch\ndevice = 'cpu'\n\n\ndef test_a():\n{SHADOWS[what]}    x = torch.ones(2).cuda()\n"
+    after = fix_text(source, "test_t.py").after
+    assert "def test_a(devcaps_device):" in after and "x = torch.ones(2).to(devcaps_device)" in after
+    assert after.replace("(devcaps_device)", "()").replace(".to()", ".cuda()") == source
