@@ -354,3 +354,45 @@ def test_a_test_that_binds_or_reads_its_own_device_gets_the_fixture_under_a_free
     after = fix_text(source, "test_t.py").after
     assert "def test_a(devcaps_device):" in after and "x = torch.ones(2).to(devcaps_device)" in after
     assert after.replace("(devcaps_device)", "()").replace(".to()", ".cuda()") == source
+
+
+# -- importpass: LibCST's import visitors over less, with the same result ----------------------------
+
+IMPORT_MODULES = [
+    '"""doc"""\nimport os\nimport torch\nx = os.sep\n\n\ndef f():\n    import sys\n    return torch\n',
+    "import os\nimport torch\n__all__ = ['os']\n\n\ndef f():\n    return 1\n",
+    "x = 1\nimport os\nimport torch\nimport torch.nn as nn\nos = 2\n\n\ndef f(torch):\n    return nn\n",
+    "from a import b, c as d\nimport torch.cuda\n\nif d:\n    from a import b\n\n\ndef f() -> 'b':\n    return 1\n",
+    "import os\nimport sys\nfrom a import b, c as d\n\n\ndef f():\n    return sys, b\n",  # the short path
+    "",
+]
+REMOVALS = [[("os", None, None), ("a", "c", "d")], [("os", None, None)], [("torch", None, None), ("a", "b", None)], [("a", "c", "d"), ("torch.cuda", None, None)],
+            [("torch.nn", None, "nn"), ("os", None, None), ("torch", None, None)]]
+
+
+@pytest.mark.parametrize("source", IMPORT_MODULES)
+def test_the_import_passes_give_what_the_visitors_give_over_the_whole_module(source: str) -> None:
+    pytest.importorskip("libcst", reason="--fix needs the lint extra (pytest-devcaps[lint])")
+    import libcst as cst
+    from libcst.codemod import CodemodContext
+    from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
+
+    from pytest_devcaps.lint.importpass import add_imports, remove_imports
+
+    module = cst.parse_module(source)
+    for wanted in ([("pytest", None)], [("torch", None), ("os", "path")], [("a", "e"), ("a", "b")]):
+        whole, head = CodemodContext(), CodemodContext()
+        for context in (whole, head):
+            for name, obj in wanted:
+                if obj is None:
+                    AddImportsVisitor.add_needed_import(context, name)
+                else:
+                    AddImportsVisitor.add_needed_import(context, name, obj)
+        assert add_imports(head, module).code == AddImportsVisitor(whole).transform_module(module).code
+    for removals in REMOVALS:
+        context = CodemodContext()
+        for name, obj, asname in removals:
+            RemoveImportsVisitor.remove_unused_import(context, name, obj, asname)
+        assert remove_imports(module, removals).code == RemoveImportsVisitor(context).transform_module(module).code
+    short = cst.parse_module(IMPORT_MODULES[-2])
+    assert remove_imports(short, REMOVALS[0]).code.startswith("import sys\nfrom a import b\n")
