@@ -116,7 +116,8 @@ def _verified(result: FixResult, target: Target, timeout: float, err: TextIO) ->
     err.write(verdict.report())
     if verdict.text is None:
         return None
-    left = result.left if verdict.text == result.after else analyze(verdict.text, result.path, target)
+    left = result.left if verdict.text == result.after else \
+        analyze(verdict.text, result.path, target, untouched=frozenset(verdict.untouched))
     found = len(result.found.findings) if result.found else 0
     return FixResult(result.path, result.before, verdict.text, max(found - len(left.findings), 0), left, result.found)
 

@@ -151,6 +151,11 @@ class Evidence:
     findings: tuple[Finding, ...]
     device_code: tuple[Span, ...] = ()  # converted code already there (device_type, torch.accelerator)
 
+    @property
+    def fixed_lines(self) -> frozenset[int]:
+        """The lines of the findings the rewrite fixes."""
+        return frozenset(f.line for f in self.findings if f.fixable)
+
     def kind(self, span: Span) -> Kind:
         """cuda: held by a gate that stays, or keeping CUDA-only code; accelerator: the rewrite
         changed its device code or its gate; generic: neither."""
@@ -161,7 +166,7 @@ class Evidence:
         return "accelerator" if converted or any(f.fixable for f in inside) else "generic"
 
 
-DEVICE_CODE_NAMES = frozenset({"device_type", "accelerator", "get_device_module"})
+DEVICE_CODE_NAMES = frozenset({"device_type", "accelerator", "get_device_module", ALLOWED_ONLY})
 
 
 def device_code(tree: ast.Module, span_of: Callable[[ast.AST], Span]) -> tuple[Span, ...]:
@@ -172,9 +177,13 @@ def device_code(tree: ast.Module, span_of: Callable[[ast.AST], Span]) -> tuple[S
                  or (isinstance(n, ast.Attribute) and n.attr in DEVICE_CODE_NAMES))
 
 
-def _decorator_names(node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+def _decorator_names(node: ast.FunctionDef | ast.AsyncFunctionDef, fixed_lines: frozenset[int] = frozenset()) -> list[str]:
+    """The names of ``node``'s decorators, less those on ``fixed_lines`` (the rewrite replaces
+    them: ``@onlyCUDA`` becomes ``@onlyAccelerator``)."""
     names = []
     for decorator in node.decorator_list:
+        if decorator.lineno in fixed_lines:
+            continue
         target = decorator.func if isinstance(decorator, ast.Call) else decorator
         names.append(target.id if isinstance(target, ast.Name) else getattr(target, "attr", ""))
     return names
@@ -195,7 +204,8 @@ def plan(tree: ast.Module, spans: dict[int, Span], evidence: Evidence) -> list[D
     """The layout of every unclassified test class of a file the rewrite touches. ``spans``:
     the span of each method node (``id(node)``), as the analysis measured them."""
     classes = test_classes(tree)
-    touched = any(f.code not in ("DC000", "DC013") for f in evidence.findings) or any(classified(c) for c in classes)
+    touched = any(f.code not in ("DC000", "DC013") for f in evidence.findings) or any(classified(c) for c in classes) \
+        or bool(evidence.device_code)  # a file --fix went over: its classes are laid out (or DC013) on every read
     if not touched:  # a file the rewrite leaves alone, and never migrated
         return []
     return [_decide(tree, cls, spans, evidence) for cls in classes if not classified(cls)]
@@ -211,7 +221,7 @@ def _decide(tree: ast.Module, cls: ast.ClassDef, spans: dict[int, Span], evidenc
         kinds[test.name] = "generic" if kind == "accelerator" and multiprocess else kind
     call = _instantiation(tree, cls.name)
     if call is not None:
-        return _decide_instantiated(cls, call, tests, kinds)
+        return _decide_instantiated(cls, call, tests, kinds, evidence)
     groups = tuple((k, tuple(t.name for t in tests if kinds[t.name] == k)) for k in ("generic", "accelerator", "cuda"))
     layout = ClassLayout(cls.name, cls.lineno, groups)  # type: ignore[arg-type]
     if len(layout.kinds) > 1:
@@ -219,17 +229,26 @@ def _decide(tree: ast.Module, cls: ast.ClassDef, spans: dict[int, Span], evidenc
         if blocked is not None:
             return Decision(cls, None, f"its tests are of {len(layout.kinds)} kinds, and it cannot be split: {blocked}")
     if "accelerator" in layout.kinds:
-        only = [(t.name, n) for t in tests if kinds[t.name] == "accelerator" for n in _decorator_names(t)
-                if n.startswith("only") and n != ALLOWED_ONLY]
+        only = [(t.name, n) for t in tests if kinds[t.name] == "accelerator"
+                for n in _decorator_names(t, evidence.fixed_lines) if n.startswith("only") and n != ALLOWED_ONLY]
         if only:
             return Decision(cls, None, f"@{only[0][1]} on {only[0][0]}: an ACCELERATOR class takes no @only* "
                                        "but @onlyAccelerator")
     return Decision(cls, layout)
 
 
+def _widened(call: ast.Call, evidence: Evidence) -> bool:
+    """The rewrite changes the instantiation's ``only_for`` (``only_for=("cuda",)`` becomes
+    ``except_for="cpu"``): a finding in the call that is fixed."""
+    span = Span(call.lineno, call.col_offset, call.end_lineno or call.lineno, call.end_col_offset or 0)
+    return any(f.fixable and within(Span(f.line, f.column - 1, f.line, f.column - 1), span) for f in evidence.findings)
+
+
 def _decide_instantiated(cls: ast.ClassDef, call: ast.Call, tests: list[ast.FunctionDef | ast.AsyncFunctionDef],
-                         kinds: dict[str, Kind]) -> Decision:
-    only = _only_for(call)
+                         kinds: dict[str, Kind], evidence: Evidence) -> Decision:
+    """The class of an instantiated class: ``CUDA`` where it stays ``only_for="cuda"``,
+    ``ACCELERATOR`` where it has no ``only_for`` or the rewrite widens it."""
+    only = None if _widened(call, evidence) else _only_for(call)
     params = {t.name: {a.arg for a in (*t.args.args, *t.args.kwonlyargs)} for t in tests}
     bare = tuple(t.name for t in tests if not params[t.name] & {"device", "devices"})
     if only is not None and only != ["cuda"]:
@@ -237,7 +256,8 @@ def _decide_instantiated(cls: ast.ClassDef, call: ast.Call, tests: list[ast.Func
                                    "a person decides which class these tests are")
     kind: Kind = "cuda" if only == ["cuda"] else "accelerator"
     if kind == "accelerator":
-        stray = [(t.name, n) for t in tests for n in _decorator_names(t) if n.startswith("only") and n != ALLOWED_ONLY]
+        stray = [(t.name, n) for t in tests for n in _decorator_names(t, evidence.fixed_lines)
+                 if n.startswith("only") and n != ALLOWED_ONLY]
         if stray:
             return Decision(cls, None, f"@{stray[0][1]} on {stray[0][0]}: an ACCELERATOR class takes no @only* "
                                        "but @onlyAccelerator; move the test to a class of its device type")

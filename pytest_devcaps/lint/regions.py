@@ -172,9 +172,9 @@ class RegionIndex:
                                 fixture_scope(member) is not None and _autouse(member))):
                             self._reach(member, cls, found)
         for name in requested:
-            fixture = self._fixture(name, cls)
-            if fixture is not None:
-                self._reach(fixture, self.class_of.get(id(fixture)), found)
+            defined = self._fixture(name, cls)
+            if defined is not None:
+                self._reach(defined, self.class_of.get(id(defined)), found)
         for callee in self._callees(node, cls):
             self._reach(callee, self.class_of.get(id(callee), cls), found)
         for child in (n for statement in node.body for n in ast.walk(statement)):  # not its decorators

@@ -25,6 +25,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
+from pytest_devcaps.errors import DevcapsError
 from pytest_devcaps.gate_table import CCUDA, CUTILS, GATES
 from pytest_devcaps.marks.pytorch_gates import decorator_layers, installed_torch, written_decorators
 from pytest_devcaps.model import DeviceIdentity
@@ -157,7 +158,7 @@ def flag(name: str, target: Target) -> Any:
     raise Undecided(name)
 
 
-class Undecided(Exception):
+class Undecided(DevcapsError):
     """A condition names something a profile does not say."""
 
 
@@ -268,7 +269,9 @@ class GateVerdict:
                 "notes": list(self.notes)}
 
 
-class _Skip(Exception):
+class _Skip(DevcapsError):
+    """A gate that skips the test on the profile: why, the gate, and where it is defined."""
+
     def __init__(self, reason: str, gate: str, source: str) -> None:
         super().__init__(reason)
         self.reason, self.gate, self.source = reason, gate, source

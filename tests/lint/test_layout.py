@@ -213,6 +213,28 @@ def test_an_instantiated_class_keeps_its_cuda_only_for_and_is_cuda(with_classifi
     assert "hw_classification = HardwareClassification.CUDA" in out and "def test_g(self, device):" in out
 
 
+def test_an_instantiated_class_the_rewrite_widens_is_an_accelerator_class(with_classification: None) -> None:
+    # only_for=("cuda",) becomes except_for="cpu" (nothing CUDA-only is left): the class is then
+    # ACCELERATOR, not CUDA (a CUDA class needs exactly only_for="cuda")
+    out = torch_fix("""\
+        import torch
+        from torch.testing._internal.common_device_type import instantiate_device_type_tests, onlyCUDA
+        from torch.testing._internal.common_utils import TestCase
+
+
+        class TestOps(TestCase):
+            @onlyCUDA
+            def test_add(self, device):
+                self.assertEqual((torch.ones(2, device=device) * 2).sum().item(), 4)
+
+
+        instantiate_device_type_tests(TestOps, globals(), only_for=("cuda",))
+        """)
+    assert linter_errors(out) == []
+    assert "hw_classification = HardwareClassification.ACCELERATOR" in out
+    assert 'instantiate_device_type_tests(TestOps, globals(), except_for="cpu")' in out
+
+
 def test_what_cannot_be_laid_out_says_what_a_person_decides(with_classification: None) -> None:
     source = """\
         import unittest

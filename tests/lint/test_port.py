@@ -17,7 +17,10 @@ import pytest
 from pytest_devcaps.commands.main import main
 
 pytest.importorskip("libcst", reason="--fix needs the lint extra (pytest-devcaps[lint])")
+from pytest_devcaps.lint import layout  # noqa: E402
 from pytest_devcaps.lint.fix import fix_text  # noqa: E402  (after the importorskip)
+
+from test_layout import linter_errors  # noqa: E402  (tests/lint is on sys.path, as for fleet_data)
 
 GOLDEN = Path(__file__).resolve().parent.parent / "lint_golden"
 FILES = ["multiprocess_style", "device_type_style", "torchao_style"]
@@ -313,17 +316,30 @@ def test_in_test_skip_after_other_code_keeps_its_place() -> None:
 
 # -- targets ---------------------------------------------------------------------------------------
 
+#: golden output -> (--target, whether the torch has HardwareClassification): ``torch`` is the
+#: output of a torch without it (2.13), ``torch214`` of one with it (PyTorch's TEST_LINTER layout).
+GOLDEN_TARGETS = {"devcaps": ("devcaps", False), "torch": ("torch", False), "torch214": ("torch", True)}
+
+
 @pytest.mark.parametrize("name", FILES)
-@pytest.mark.parametrize("target", ["devcaps", "torch"])
-def test_golden_output_is_idempotent(name: str, target: str) -> None:
+@pytest.mark.parametrize("golden", list(GOLDEN_TARGETS))
+def test_golden_output_is_idempotent(name: str, golden: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    target, classified = GOLDEN_TARGETS[golden]
+    monkeypatch.setattr(layout, "available", lambda: classified)  # whichever torch is installed
     result = fix_text((GOLDEN / f"{name}.py.txt").read_text(), f"{name}.py", target)  # type: ignore[arg-type]
-    assert result.after == (GOLDEN / f"{name}.{target}.py.txt").read_text()
+    assert result.after == (GOLDEN / f"{name}.{golden}.py.txt").read_text()
     assert not fix_text(result.after, f"{name}.py", target).changed  # type: ignore[arg-type]
     if target == "torch":
         assert "pytest_devcaps" not in result.after and "pytest" not in result.after.replace("pytest_", "")
+    if classified:
+        assert linter_errors(result.after) == []
+        assert "DC013" in result.counts().fixed  # every class was laid out
 
 
-@pytest.mark.parametrize("target", ["devcaps", "torch"])
+@pytest.mark.parametrize("target", [
+    "devcaps", "torch",
+    pytest.param("torch214", marks=pytest.mark.skipif(
+        not layout.available(), reason="the laid-out classes import HardwareClassification (torch 2.14+)"))])
 def test_converted_files_collect_and_run_here(target: str, tmp_path: Path) -> None:
     """Every test passes, or skips naming a capability, a device count or an accelerator."""
     for name in FILES:

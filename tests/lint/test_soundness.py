@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("libcst", reason="--fix needs the lint extra (pytest-devcaps[lint])")
-from pytest_devcaps.lint import analyze  # noqa: E402  (after the importorskip)
+from pytest_devcaps.lint import analyze, layout  # noqa: E402  (after the importorskip)
 from pytest_devcaps.lint.fix import fix_text  # noqa: E402
 
 
@@ -451,10 +451,18 @@ def test_fixed_plus_left_is_found_for_every_rule(source: str, target: str) -> No
         assert counts.fixed.get(code, 0) + counts.left.get(code, 0) == found, code
 
 
-def test_a_file_left_as_it_was_reports_nothing_fixed() -> None:
-    result = fix_text(textwrap.dedent(PRIMARY_CONTEXT).replace("x = torch.randn(1, device=\"cuda\")\n", ""),
-                      "t.py", "torch")
+def test_a_file_left_as_it_was_reports_nothing_fixed(monkeypatch: pytest.MonkeyPatch) -> None:
+    source = textwrap.dedent(PRIMARY_CONTEXT).replace("x = torch.randn(1, device=\"cuda\")\n", "")
+    monkeypatch.setattr(layout, "available", lambda: False)  # torch 2.13: no classes laid out
+    result = fix_text(source, "t.py", "torch")
     assert result.after == result.before and sum(result.counts().fixed.values()) == 0
+    # with HardwareClassification (torch 2.14) the class is only classified: that alone is fixed
+    monkeypatch.setattr(layout, "available", lambda: True)
+    result = fix_text(source, "t.py", "torch")
+    assert result.counts().fixed == {"DC013": 1}
+    assert "hw_classification = HardwareClassification.CUDA" in result.after
+    assert 'instantiate_device_type_tests(TestCtx, globals(), only_for="cuda")' in result.after
+    assert result.after.count("torch._C._cuda_hasPrimaryContext(0)") == 1 and "TestCase = NoTest" in result.after
 
 
 # -- formatting and names ------------------------------------------------------------------------------

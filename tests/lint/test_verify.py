@@ -165,13 +165,15 @@ def test_a_rewrite_that_fails_on_the_cpu_is_undone_and_the_gain_reported(
     assert "def test_add(device):" in written
     assert '@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")\ndef test_primary_context():' \
         in written
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
     assert f"{DEVICES_ENV}=0 gives no emu devices" in err
     assert "gained 1 passing test(s): cpu 1\n    + " in err and "test_two.py::test_add[cpu] (cpu run): skipped -> passed" in err
     assert "- test_primary_context: " in err and "test_two.py::test_primary_context[cpu] (cpu run): skipped -> " \
         "failed: AssertionError" in err
     assert "found 4 (DC001 2, DC002 2); fixed 2 (DC001 1, DC002 1); left 2 (DC001 1, DC002 1)" in err
     assert "devcaps lint: fixed 2 finding(s) in 1 file(s); 2 left" in err
+    left = [line for line in out.splitlines() if line.startswith(f"{path}:") and ": DC00" in line]
+    assert len(left) == 2 and all("not fixed: left as it was: --verify undid its rewrite" in line for line in left), left
     assert sorted(p.name for p in tmp_path.iterdir()) == ["test_two.py"]  # the converted copy is gone
 
 
