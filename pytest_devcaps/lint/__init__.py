@@ -19,6 +19,8 @@ Modules, one job each:
 - ``output``     text / json / github formats
 - ``codemod``    applying edits with LibCST (the optional ``lint`` extra)
 - ``fix``        ``--fix`` / ``--diff`` until nothing is left to fix
+- ``importpass`` LibCST's import visitors over only the statements they change
+- ``writer``     the safe reader (every file) and the atomic writer (``--fix``)
 """
 
 from __future__ import annotations

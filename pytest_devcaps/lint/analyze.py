@@ -24,7 +24,7 @@ from pytest_devcaps.lint.rules import FREE_DEVICE_FIXTURE
 
 DEVICE = "device"
 from pytest_devcaps.lint.resolution import resolving
-from pytest_devcaps.lint.source import SourceFile, parse_source
+from pytest_devcaps.lint.source import TOO_DEEP, SourceFile, parse_source
 
 HARDWARE_MEANING = {
     "generic": "runs anywhere, the CPU included",
@@ -66,8 +66,11 @@ def analyze(text: str, path: str = "<string>", target: Target = "devcaps", *,
     if not isinstance(parsed, SourceFile):
         return unreadable(path, *parsed)
     parsed.target = target
-    with resolving(parsed.tree):
-        return _analyze(parsed, path, untouched, dict(external_fixtures or {}))
+    try:
+        with resolving(parsed.tree):
+            return _analyze(parsed, path, untouched, dict(external_fixtures or {}))
+    except RecursionError:  # the walks are recursive: one DC000 for the file, never a traceback
+        return unreadable(path, 1, 1, TOO_DEEP)
 
 
 MAX_HOLD_ROUNDS = 6

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Collection, Iterable, Mapping
@@ -79,9 +80,25 @@ class FixResult:
 
     def diff(self) -> str:
         old, new = (self.path, self.path) if self.path.startswith("/") else (f"a/{self.path}", f"b/{self.path}")
-        lines = difflib.unified_diff(self.before.splitlines(keepends=True), self.after.splitlines(keepends=True),
-                                     old, new)
+        lines = difflib.unified_diff(_patch_lines(self.before), _patch_lines(self.after), old, new)
         return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+
+
+def _patch_lines(text: str) -> list[str]:
+    """Lines as ``patch`` and ``git apply`` count them: ended by ``\n`` alone (``splitlines`` also
+    breaks at a CR, a form feed or U+2028, and the patch would not apply)."""
+    return _PATCH_LINE.findall(text)
+
+
+_PATCH_LINE = re.compile(r"[^\n]*\n|[^\n]+\Z")
+
+
+def _keep_final_cr(before: str, after: str) -> str:
+    """LibCST drops a bare ``\r`` that ends a file (its round trip of ``x = 1\r`` is ``x = 1``):
+    put it back, so the file's last line keeps its line end."""
+    if before.endswith("\r") and not after.endswith("\r"):
+        return after + "\r"
+    return after
 
 
 def fix_text(text: str, path: str = "<string>", target: Target = "devcaps",
@@ -101,7 +118,11 @@ def fix_text(text: str, path: str = "<string>", target: Target = "devcaps",
         analysis = first if current is text else read(current)
         if not analysis.readable or not analysis.edits:
             break
-        new = apply_edits(current, analysis.edits)
+        try:
+            new = _keep_final_cr(current, apply_edits(current, analysis.edits))
+        except RecursionError:  # LibCST walks with less depth than the analysis did
+            raise FixError(f"{path}: nested too deeply to rewrite (LibCST reached Python's recursion "
+                           "limit); nothing written: split the long expression, or fix it by hand") from None
         try:
             ast.parse(new, filename=path)
         except SyntaxError as exc:
@@ -111,5 +132,7 @@ def fix_text(text: str, path: str = "<string>", target: Target = "devcaps",
             break
         current = new
     left = first if current is text else read(current)
+    if not left.readable:  # the rewrite reads as a DC000 (deeper than the walks go): keep the file
+        raise FixError(f"{path}: {left.findings[0].message}; nothing written")
     counts = file_counts(path, first.findings, left.findings)
     return FixResult(path, text, current, sum(counts.fixed.values()), left, first)

@@ -143,9 +143,17 @@ def _bound_names(node: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]
 def _rebinds_device(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     """The function binds a ``device`` of its own (a loop variable, ``device = get_device()``):
     a ``device`` fixture parameter would be shadowed by it. ``device = "cuda"`` (or
-    ``torch.device("cuda")``, or the is_available() choice) is not: --fix removes it."""
-    for child in ast.walk(node):
-        if not (isinstance(child, ast.Name) and child.id == "device" and isinstance(child.ctx, ast.Store)):
+    ``torch.device("cuda")``, or the is_available() choice) is not: --fix removes it. Every other
+    binding counts (``except ... as device``, an import, a nested ``def device``, a nested
+    function's or lambda's ``device`` parameter, ``global device``), and so does a read of a
+    ``device`` the function never binds (a module's global: the parameter would replace it)."""
+    if any(_binds_device(child) for child in ast.walk(node) if child is not node):
+        return True
+    names = [c for c in ast.walk(node) if isinstance(c, ast.Name) and c.id == "device"]
+    if names and not any(isinstance(c.ctx, ast.Store) for c in names):
+        return True  # reads someone else's ``device``
+    for child in names:
+        if not isinstance(child.ctx, ast.Store):
             continue
         assigned = next((a for a in ast.walk(node) if isinstance(a, ast.Assign) and child in a.targets), None)
         value = assigned.value if assigned is not None else None
@@ -156,6 +164,19 @@ def _rebinds_device(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         if not (is_cuda_literal(device) or isinstance(value, ast.IfExp)):
             return True
     return False
+
+
+def _binds_device(node: ast.AST) -> bool:
+    """``node`` binds the name ``device`` other than by a plain assignment."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return node.name == "device"
+    if isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)):
+        return node.name == "device"
+    if isinstance(node, ast.arg):
+        return node.arg == "device"
+    if isinstance(node, ast.alias):
+        return (node.asname or node.name.split(".")[0]) == "device"
+    return isinstance(node, (ast.Global, ast.Nonlocal)) and "device" in node.names
 
 
 def parameters(node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:

@@ -23,6 +23,7 @@ from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from pytest_devcaps.lint import rules
+from pytest_devcaps.lint.importpass import add_imports, remove_imports
 from pytest_devcaps.lint.records import (
     VALUE, AddMarks, AddParameter, DropDefault, Edit, EditCall, EnsureDeviceType, Need, RemoveUnusedImport, ReplaceDecorator,
     Relayout, ReplaceExpr, ReplaceStatement, ScopeKey, Span,
@@ -461,13 +462,9 @@ def rewrite(text: str, edits: Sequence[Edit]) -> str:
                 context, COMMON_UTILS if name == "HardwareClassification" else COMMON_DEVICE_TYPE, name)
     _imports(context, inserted, module)
     module = module.visit(_ShortenQualified())
-    module = AddImportsVisitor(context).transform_module(module)
+    module = add_imports(context, module)  # the visitor, over the only statements it changes
     orphaned = _orphaned_imports(text, module)
     if plan.unused or orphaned:
-        context = CodemodContext()
-        for unused in plan.unused:
-            RemoveImportsVisitor.remove_unused_import(context, unused.module, unused.name or None, unused.asname)
-        for orphan_module, orphan_name, orphan_alias in orphaned:
-            RemoveImportsVisitor.remove_unused_import(context, orphan_module, orphan_name, orphan_alias)
-        module = RemoveImportsVisitor(context).transform_module(module)
+        removals = [(u.module, u.name or None, u.asname) for u in plan.unused] + list(orphaned)
+        module = remove_imports(module, removals)  # the visitor; over the whole module only when in doubt
     return _tidy_imports(module, text).code
