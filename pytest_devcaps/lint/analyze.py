@@ -111,8 +111,8 @@ def _round(parsed: SourceFile, index: RegionIndex, held: dict[Span, str], kept: 
     gates = [i for construct in finder.constructs for i in construct.items]
     for item in finder.items + finder.aliases.items() + gates:
         why = _held_by(item.span, held)
-        if why is not None and (why == UNTOUCHED or not all(isinstance(e, NEUTRAL_EDITS) for e in item.edits)
-                                or not item.edits):
+        if why is not None and (why == UNTOUCHED or isinstance(why, OpenHold)
+                                or not all(isinstance(e, NEUTRAL_EDITS) for e in item.edits) or not item.edits):
             item.hold(why)
     items = finder.items + finder.aliases.decide()
     seen = {id(i) for i in items}
@@ -259,13 +259,37 @@ def _held_regions(finder: Finder, index: RegionIndex, held: dict[Span, str],
             continue  # a flag's value flows elsewhere: its uses are gates of their own
         spans = construct.anchors if construct.anchors is not None else (index.source.span(index.source.tree),)
         if isinstance(construct.anchor, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            spans = (*spans, *index.fixture_spans(construct.anchor))
+            spans = (*spans, *index.fixture_spans(construct.anchor), *_world_size_spans(index, construct.anchor))
         reason = f"its gate (line {construct.span.line}) stays: {why}"
+        if not _restricts_to_cuda(construct.need):
+            reason = OpenHold(reason)
         for span in spans:
             if span not in held:
                 held[span] = reason
                 grown = True
     return grown
+
+
+def _world_size_spans(index: RegionIndex, test: ast.FunctionDef | ast.AsyncFunctionDef) -> list[Span]:
+    """The ``world_size`` of a kept test's class (and its bases in the file): the ranks every test
+    of the class spawns in. Held with the test: its CUDA count (``min(2, torch.cuda.device_count())``)
+    is what keeps the kept test off other devices, so it stays as it was for every test."""
+    cls = index.class_of.get(id(test))
+    if cls is None:
+        return []
+    return [index.source.span(member) for klass in index.lineage(cls) for member in klass.body
+            if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef)) and member.name == "world_size"]
+
+
+class OpenHold(str):
+    """The reason code is held by a kept gate that lets it run on more than CUDA
+    (``skip_if_lt_x_gpu(2)`` runs on any two accelerators): no edit is neutral there, since an
+    edit changes what the code does on the other devices the gate lets in."""
+
+
+def _restricts_to_cuda(need: Need) -> bool:
+    """A gate that lets its code run on CUDA only (``TEST_CUDA``, an sm_90 gate, a vendor's)."""
+    return (bool(need.vendors) and set(need.vendors) <= {"cuda"}) or need.hardware in ("cuda", "nvidia", "amd")
 
 
 def _held_by(span: Span, held: Mapping[Span, str]) -> str | None:

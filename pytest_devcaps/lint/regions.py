@@ -29,7 +29,10 @@ from pytest_devcaps.lint.source import SourceFile
 Function = (ast.FunctionDef, ast.AsyncFunctionDef)
 CLASS_HOOKS = frozenset({"setUp", "tearDown", "setUpClass", "tearDownClass", "setup_method",
                          "teardown_method", "setup_class", "teardown_class", "asyncSetUp",
-                         "asyncTearDown", "_setUp"})
+                         "asyncTearDown", "_setUp",
+                         # MultiProcessTestCase reads it to spawn the ranks every test runs in
+                         # (common_distributed.py: ``self.world_size``)
+                         "world_size"})
 EXITS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
 
 
