@@ -271,3 +271,27 @@ def test_the_prose_names_only_modules_and_names_that_exist() -> None:
                 stale.append(f"{ref}: {dotted} has no {attribute}")
     assert len(_prose_references()) > 25  # the page's prose is read at all
     assert not stale
+
+
+PLUGIN_MAX_LINES = 150
+
+
+def test_the_plugin_is_a_hook_table() -> None:
+    """``plugin.py`` only wires hooks: under 150 lines, every function a few lines that delegate,
+    and no stash key of its own (they are all in ``session/keys.py``)."""
+    path = ROOT / "pytest_devcaps" / "plugin.py"
+    text = path.read_text(encoding="utf-8")
+    assert len(text.splitlines()) < PLUGIN_MAX_LINES
+    tree = ast.parse(text)
+    long = [node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)
+            and node.end_lineno is not None and node.end_lineno - node.lineno + 1 > 25]
+    assert not long, f"plugin.py functions that do more than delegate: {long}"
+    assert "StashKey" not in text and not any(isinstance(node, ast.ClassDef) for node in tree.body)
+
+
+def test_every_stash_key_is_in_the_keys_module() -> None:
+    keys = ROOT / "pytest_devcaps" / "session" / "keys.py"
+    elsewhere = [str(path.relative_to(ROOT)) for path in (ROOT / "pytest_devcaps").rglob("*.py")
+                 if path != keys and "StashKey[" in path.read_text(encoding="utf-8")]
+    assert not elsewhere, f"stash keys outside session/keys.py: {elsewhere}"
+    assert keys.read_text(encoding="utf-8").count("StashKey[") >= 15

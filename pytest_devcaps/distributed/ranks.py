@@ -32,14 +32,20 @@ class LaunchInfo:
     local_rank: int
 
 
+def launched(environ: Mapping[str, str] | None = None) -> bool:
+    """RANK and WORLD_SIZE are set: a launcher (torchrun) started this process as one rank."""
+    env = os.environ if environ is None else environ
+    return "RANK" in env and "WORLD_SIZE" in env
+
+
 def launched_world(environ: Mapping[str, str] | None = None) -> LaunchInfo | None:
     """The launcher's world when RANK and WORLD_SIZE are set, else None.
 
     Raises :class:`ConfigError` for values that are not ranks (``RANK=one``, a rank outside
     the world)."""
-    env = os.environ if environ is None else environ
-    if "RANK" not in env or "WORLD_SIZE" not in env:
+    if not launched(environ):
         return None
+    env = os.environ if environ is None else environ
     try:
         rank, world_size = int(env["RANK"]), int(env["WORLD_SIZE"])
         local_rank = int(env.get("LOCAL_RANK", rank))

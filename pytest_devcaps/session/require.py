@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Iterable, NoReturn
 import pytest
 
 from pytest_devcaps.errors import ConfigError, UnknownCapabilityError
-from pytest_devcaps.session.state import session_state
+from pytest_devcaps.session.keys import session_state
 
 if TYPE_CHECKING:
     from pytest_devcaps.config.catalogue import Catalogue
