@@ -98,18 +98,29 @@ def test_no_function_is_longer_than_sixty_lines() -> None:
 # --- rooms and layers, read from docs/ARCHITECTURE.md (the page is the one source) ----------
 
 DOC = ROOT / "docs" / "ARCHITECTURE.md"
-_LAYER_ROW = re.compile(r"^\| (\d+) \| `([\w.]+/?)` \|")
+_LAYER_ROW = re.compile(r"^\| (\d+) \| `([\w.]+/?)` \| ([^|]*) \|")
+EXTERNAL = "pytest"
+"""The one outside package the table rules on: a room that may import pytest (or _pytest) says so."""
 
 
-def _layers() -> dict[str, int]:
-    """Room (``errors``, ``_util``, ``__init__``) -> its layer, from the page's Layers table."""
-    layers: dict[str, int] = {}
+def _room_name(text: str) -> str:
+    return text.removesuffix("/").removesuffix(".py")
+
+
+def _table() -> dict[str, tuple[int, frozenset[str]]]:
+    """Room (``errors``, ``_util``, ``__init__``) -> its layer and the rooms it may import, from
+    the page's Layers table."""
+    table: dict[str, tuple[int, frozenset[str]]] = {}
     for line in DOC.read_text(encoding="utf-8").splitlines():
         match = _LAYER_ROW.match(line)
         if match:
-            room = match.group(2).removesuffix("/").removesuffix(".py")
-            layers[room] = int(match.group(1))
-    return layers
+            allowed = frozenset(_room_name(name) for name in re.findall(r"`([\w.]+/?)`", match.group(3)))
+            table[_room_name(match.group(2))] = (int(match.group(1)), allowed)
+    return table
+
+
+def _layers() -> dict[str, int]:
+    return {room: layer for room, (layer, _) in _table().items()}
 
 
 def _room(module: str) -> str:
@@ -121,11 +132,35 @@ def _upward_arrows(graph: dict[str, set[str]], layers: dict[str, int]) -> list[s
     wrong = []
     for name, targets in graph.items():
         for target in targets:
+            if not target.startswith("pytest_devcaps"):
+                continue  # pytest has no layer: the rows say who may import it
             source_room, target_room = _room(name), _room(target)
             if source_room != target_room and layers[target_room] >= layers[source_room]:
                 wrong.append(f"{name} (layer {layers[source_room]} {source_room}) imports {target} "
                              f"(layer {layers[target_room]} {target_room})")
     return sorted(wrong)
+
+
+def _sideways_arrows(graph: dict[str, set[str]], table: dict[str, tuple[int, frozenset[str]]]) -> list[str]:
+    """Imports a room's row does not allow (``pytest`` counts as a room of its own)."""
+    wrong = []
+    for name, targets in graph.items():
+        source = _room(name)
+        for target in targets:
+            room = EXTERNAL if target.split(".")[0] in (EXTERNAL, "_pytest") else _room(target)
+            if room != source and room not in table[source][1]:
+                wrong.append(f"{name} ({source}) imports {target}: {source}'s row does not allow {room}")
+    return sorted(wrong)
+
+
+def _pytest_imports(path: Path) -> set[str]:
+    """The pytest modules ``path`` imports anywhere (functions and typing blocks included)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else \
+            [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+        found.update(n for n in names if n.split(".")[0] in (EXTERNAL, "_pytest"))
+    return found
 
 
 def _plugin_graph() -> dict[str, set[str]]:
@@ -145,6 +180,70 @@ def test_no_arrow_runs_up_a_layer() -> None:
     layers = _layers()
     wrong = _upward_arrows(_plugin_graph(), layers)
     assert not wrong, "imports that run up a layer:\n" + "\n".join(wrong)
+
+
+def test_every_allowed_room_is_a_lower_room() -> None:
+    table = _table()
+    wrong = [f"{room} (layer {layer}) may import {other}" for room, (layer, allowed) in table.items()
+             for other in allowed if other != EXTERNAL and (other not in table or table[other][0] >= layer)]
+    assert not wrong, wrong
+
+
+def _graph_with_pytest() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: _imports(name, path, modules) | _pytest_imports(path)
+            for name, path in modules.items() if name.startswith("pytest_devcaps")}
+
+
+def test_no_room_imports_what_its_row_does_not_allow() -> None:
+    wrong = _sideways_arrows(_graph_with_pytest(), _table())
+    assert not wrong, "imports the Layers table does not allow:\n" + "\n".join(wrong)
+
+
+def test_the_rows_keep_the_bridge_and_the_reports_apart() -> None:
+    """The rules the table exists for: the unittest bridge runs without pytest and without the
+    pytest glue; reports depend on no harness and no hook specification."""
+    table = _table()
+    assert not {"session", "parallel", "plugin", EXTERNAL} & table["testcase"][1]
+    assert not {"distributed", "hookspecs", "session", EXTERNAL} & table["report"][1]
+    assert not {EXTERNAL, "session"} & table["environment"][1]
+
+
+def test_the_table_check_sees_a_sideways_import() -> None:
+    """The check itself, on a planted graph: a room importing a lower room its row does not name
+    (the bridge reaching into session/, a report into distributed/, pytest where it is not
+    allowed) is reported; an allowed import is not."""
+    table = {"errors": (1, frozenset()), "distributed": (2, frozenset({"errors"})),
+             "report": (3, frozenset({"errors"})), "session": (4, frozenset({"errors", EXTERNAL})),
+             "testcase": (5, frozenset({"errors"}))}
+    graph = {"pytest_devcaps.report.formats": {"pytest_devcaps.errors", "pytest_devcaps.distributed.ranks"},
+             "pytest_devcaps.testcase": {"pytest_devcaps.session.options", "pytest"},
+             "pytest_devcaps.session.state": {"pytest", "pytest_devcaps.errors"}}
+    assert _upward_arrows(graph, {room: layer for room, (layer, _) in table.items()}) == []
+    assert _sideways_arrows(graph, table) == [
+        "pytest_devcaps.report.formats (report) imports pytest_devcaps.distributed.ranks: "
+        "report's row does not allow distributed",
+        "pytest_devcaps.testcase (testcase) imports pytest: testcase's row does not allow pytest",
+        "pytest_devcaps.testcase (testcase) imports pytest_devcaps.session.options: "
+        "testcase's row does not allow session"]
+
+
+def test_the_table_check_fails_on_a_planted_import_in_a_copy(tmp_path: Path) -> None:
+    """End to end on a copy of the package: one planted ``import`` in ``report/formats.py``
+    makes the real graph of the copy fail the real table."""
+    import shutil
+
+    copy = tmp_path / "pytest_devcaps"
+    shutil.copytree(ROOT / "pytest_devcaps", copy, ignore=shutil.ignore_patterns("__pycache__", "suites", "csrc"))
+    formats = copy / "report" / "formats.py"
+    formats.write_text(formats.read_text(encoding="utf-8") + "\nfrom pytest_devcaps.distributed import ranks\n",
+                       encoding="utf-8")
+    modules = {name: copy.joinpath(*path.relative_to(ROOT / "pytest_devcaps").parts)
+               for name, path in _modules().items() if name.startswith("pytest_devcaps")}
+    graph = {name: _imports(name, path, modules) | _pytest_imports(path) for name, path in modules.items()}
+    assert _sideways_arrows(graph, _table()) == [
+        "pytest_devcaps.report.formats (report) imports pytest_devcaps.distributed.ranks: "
+        "report's row does not allow distributed"]
 
 
 def test_the_layering_check_sees_an_upward_arrow() -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from pytest_devcaps.errors import ConfigError, DevcapsError, did_you_mean
+from pytest_devcaps._util.host import host_name
 
 PLACEHOLDERS = ("rank", "host", "local_rank", "world_size")
 """What ``--devcaps-json`` may contain in braces: ``report-{host}-{rank}.json``."""
@@ -57,12 +58,6 @@ def launched_world(environ: Mapping[str, str] | None = None) -> LaunchInfo | Non
         raise ConfigError(f"RANK={rank} is not a rank of WORLD_SIZE={world_size} "
                           f"(LOCAL_RANK={local_rank})", file="launcher environment")
     return LaunchInfo(rank=rank, world_size=world_size, local_rank=local_rank)
-
-
-def host_name() -> str:
-    import socket
-
-    return socket.gethostname()
 
 
 def report_fields(info: LaunchInfo | None, environ: Mapping[str, str] | None = None

@@ -17,7 +17,8 @@ import pytest
 from pytest_devcaps.errors import ConfigError, DevcapsError, DevcapsWarning
 from pytest_devcaps.session import config_warnings
 from pytest_devcaps.session.keys import HEADER_SHOWN_KEY, STATE_KEY, session_state
-from pytest_devcaps.session.options import DevcapsSettings, check_device_types, resolve_settings
+from pytest_devcaps.environment import check_device_types, check_required
+from pytest_devcaps.session.options import DevcapsSettings, resolve_settings
 from pytest_devcaps.session.state import RegistryUnavailable, Selection, SessionState
 
 if TYPE_CHECKING:
@@ -77,8 +78,6 @@ def build_if_asked(state: SessionState) -> None:
 
 def select(config: pytest.Config, settings: DevcapsSettings, placement: Placement) -> Selection:
     """Build (or receive) the session's registry and choose its devices: on first need."""
-    from pytest_devcaps.session.require import check_required
-
     try:
         _load_vendor_plugins(config)
         registry = placement.obtain(lambda: _build(config, settings))
