@@ -1,8 +1,9 @@
 """pytest entry point (``pytest11: devcaps``): the hook table. Each hook delegates to
-``session/`` (settings and state in ``startup``, collection in ``collection``, the per-test
-hooks in ``runtest``, fixtures in ``fixtures``, plan mode in ``plan``) or ``parallel/`` (the
-xdist handshake in ``xdist_handshake``, a rank's place in ``placement``, torchrun in
-``torchrun``). Importing it imports no torch.
+``session/`` (settings and state in ``session.startup``, collection in ``session.collection``,
+the per-test hooks in ``session.runtest``, fixtures in ``session.fixtures``, plan mode in
+``session.plan``) or ``parallel/`` (the xdist handshake in ``parallel.xdist_handshake``, a
+process's place in ``parallel.placement``, torchrun in ``parallel.torchrun``). Importing it
+imports no torch.
 """
 
 from __future__ import annotations

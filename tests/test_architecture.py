@@ -394,3 +394,82 @@ def test_every_stash_key_is_in_the_keys_module() -> None:
                  if path != keys and "StashKey[" in path.read_text(encoding="utf-8")]
     assert not elsewhere, f"stash keys outside session/keys.py: {elsewhere}"
     assert keys.read_text(encoding="utf-8").count("StashKey[") >= 15
+
+
+# --- the prose inside the package: docstrings name modules that exist -----------------------
+
+_DOTTED = re.compile(r"``((?:pytest_devcaps|devcaps_kernels)(?:\.\w+)+|[a-z_]+\.[a-z_]+)``")
+_MOD_ROLE = re.compile(r":mod:`~?(\.?[\w.]+)`")
+_BULLET = re.compile(r"^- ``(\w+)``", re.M)
+_AMBIGUOUS_ROOMS = {"config", "distributed"}
+"""``config.x`` and ``distributed.x`` in prose are as often pytest's Config and the
+``distributed`` fixture as our rooms: only their full ``pytest_devcaps.`` names are checked."""
+
+
+def _named_modules(name: str, doc: str, rooms: set[str], *, package: bool,
+                   capabilities: frozenset[str] = frozenset()) -> list[str]:
+    """Dotted names a docstring names as modules of ours: ``:mod:`` roles (relative ones from
+    the module's package), ``pytest_devcaps.x.y`` and ``room.module`` in double backticks (a
+    folder room first; capability names such as ``runtime.graphs`` are not modules), and in a
+    package's docstring its ``- ``module`` `` list."""
+    base = name if package else name.rpartition(".")[0]
+    found = [f"{base}{ref}" if ref.startswith(".") else ref for ref in _MOD_ROLE.findall(doc)]
+    for ref in _DOTTED.findall(doc):
+        head = ref.split(".")[0]
+        if head in ("pytest_devcaps", "devcaps_kernels"):
+            found.append(ref)
+        elif head in rooms and head not in _AMBIGUOUS_ROOMS and ref not in capabilities:
+            found.append(f"pytest_devcaps.{ref}")
+    if package:
+        found += [f"{name}.{bullet}" for bullet in _BULLET.findall(doc)]
+    return found
+
+
+def _docstring_references() -> list[tuple[str, str]]:
+    from pytest_devcaps.config import load_catalogue
+
+    catalogue = load_catalogue()
+    capabilities = frozenset({*catalogue.capabilities,
+                              *(a for spec in catalogue.capabilities.values() for a in spec.aliases)})
+    modules = _modules()
+    rooms = {m.split(".")[1] for m, p in modules.items()
+             if m.startswith("pytest_devcaps.") and m.count(".") == 1 and p.name == "__init__.py"}
+    found = []
+    for name, path in modules.items():
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+        for ref in _named_modules(name, doc, rooms, package=path.name == "__init__.py",
+                                  capabilities=capabilities):
+            found.append((name, ref))
+    return found
+
+
+def _resolves(ref: str, modules: dict[str, Path]) -> bool:
+    """A module of ours, or a name one defines (the prose may name ``module.function``)."""
+    if ref in modules:
+        return True
+    parent, _, attribute = ref.rpartition(".")
+    if parent in modules:
+        return re.search(rf"^(?:def|class|async def) {attribute}\b|^{attribute}\b\s*[:=]",
+                         modules[parent].read_text(encoding="utf-8"), re.M) is not None
+    return False
+
+
+def test_every_module_a_docstring_names_exists() -> None:
+    """``lint/__init__``'s module list, ``plugin.py``'s ``session.startup``, a ``:mod:`` role:
+    each names a module of ours that exists (a rename that leaves a docstring behind fails)."""
+    modules = _modules()
+    references = _docstring_references()
+    assert len(references) > 40  # the docstrings are read at all
+    lint_list = {ref for name, ref in references if name == "pytest_devcaps.lint"}
+    assert "pytest_devcaps.lint.rules" in lint_list and len(lint_list) > 20
+    stale = sorted(f"{name}: {ref}" for name, ref in references if not _resolves(ref, modules))
+    assert not stale, "docstrings name modules that do not exist:\n" + "\n".join(stale)
+
+
+def test_the_docstring_check_sees_a_stale_name() -> None:
+    modules = _modules()
+    doc = "The handshake is in ``parallel.xdist_hooks``; see :mod:`pytest_devcaps.lint.gates`.\n\n- ``model``  x"
+    refs = _named_modules("pytest_devcaps.lint", doc, {"parallel", "lint"}, package=True)
+    assert refs == ["pytest_devcaps.lint.gates", "pytest_devcaps.parallel.xdist_hooks", "pytest_devcaps.lint.model"]
+    assert not any(_resolves(ref, modules) for ref in refs)
+    assert _resolves("pytest_devcaps.parallel.xdist_handshake", modules)
