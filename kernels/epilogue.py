@@ -6,7 +6,7 @@ or ``[M, N]``; it is converted to fp32 for the math.
 
 Each op is **one definition**, an :class:`OpDef`: its torch reference, its Triton statement(s),
 its parameters (from which the Triton kernel's parameter list *and* the launch arguments are
-both derived, see :mod:`devcaps_kernels.triton_params`), its oneDNN post-op and whether it
+both derived, see :mod:`devcaps_kernels.triton_source`), its oneDNN post-op and whether it
 commutes with the final rounding. Adding an op is one ``OpDef`` (plus a constructor) in one
 file; every backend reads it from there. A definition whose Triton template names a parameter
 it does not declare, or declares one its template never uses, is refused when it is made (or,

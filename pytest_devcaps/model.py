@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any, Mapping
 
@@ -93,53 +93,29 @@ class DeviceIdentity:
         return self.type if self.index is None else f"{self.type}:{self.index}"
 
     def rule_facts(self) -> dict[str, Any]:
-        """The namespace vendor-rule expressions are evaluated against."""
-        facts: dict[str, Any] = {
-            "type": self.type,
-            "index": self.index,
-            "vendor": self.vendor,
-            "name": self.name,
-            "arch": self.arch,
-            "memory_bytes": self.memory_bytes,
-            "memory_gib": None if self.memory_bytes is None else self.memory_bytes / 2**30,
-            "count": self.count,
-            "torch_version": self.torch_version,
-            "runtime_version": self.runtime_version,
-            "driver_version": self.driver_version,
-        }
+        """The namespace vendor-rule expressions are evaluated against: every named field (the
+        names of :data:`IDENTITY_FACTS`), ``memory_gib`` made from ``memory_bytes``, then
+        ``facts``."""
+        facts: dict[str, Any] = {name: getattr(self, name) for name in IDENTITY_FIELDS}
+        facts["memory_gib"] = None if self.memory_bytes is None else self.memory_bytes / 2**30
         facts.update(self.facts)
         return facts
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "type": self.type,
-            "index": self.index,
-            "vendor": self.vendor,
-            "name": self.name,
-            "arch": self.arch,
-            "memory_bytes": self.memory_bytes,
-            "count": self.count,
-            "torch_version": self.torch_version,
-            "runtime_version": self.runtime_version,
-            "driver_version": self.driver_version,
-            "facts": dict(self.facts),
-        }
+        return {**{name: getattr(self, name) for name in IDENTITY_FIELDS}, "facts": dict(self.facts)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> DeviceIdentity:
-        return cls(
-            type=data["type"],
-            index=data.get("index"),
-            vendor=data.get("vendor", data["type"]),
-            name=data.get("name", data["type"]),
-            arch=data.get("arch", ""),
-            memory_bytes=data.get("memory_bytes"),
-            count=data.get("count", 1),
-            torch_version=data.get("torch_version", ""),
-            runtime_version=data.get("runtime_version"),
-            driver_version=data.get("driver_version"),
-            facts=dict(data.get("facts") or {}),
-        )
+        """A dict of :meth:`to_dict`'s shape; a missing vendor or name is the device type, a
+        missing index None, a missing arch empty, the rest their field defaults."""
+        given = {name: data[name] for name in IDENTITY_FIELDS if name in data}
+        fallback = {"index": None, "vendor": data["type"], "name": data["type"], "arch": ""}
+        return cls(**{**fallback, **given, "facts": dict(data.get("facts") or {})})
+
+
+IDENTITY_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(DeviceIdentity) if f.name != "facts")
+"""DeviceIdentity's named fields, in order: the one list ``rule_facts``, ``to_dict`` and
+``from_dict`` read (and, with ``memory_gib``, the names of :data:`IDENTITY_FACTS`)."""
 
 
 # Answer sources (CapabilityRecord.source), written once: layers set them, explain and reports

@@ -18,7 +18,7 @@ TestCase), else the registry's primary device (the first accelerator, else the C
 pytest plugin runs a test, :data:`PYTEST_TEST` holds it and everything here defers to pytest.
 
 The ``PYTEST_DEVCAPS_*`` variables are read and checked by the session's own parser
-(:func:`pytest_devcaps.session.options.environment_settings`), so a value pytest refuses is an
+(:func:`pytest_devcaps.environment.environment_settings`), so a value pytest refuses is an
 error of every test here too (the run is not OK). Honoured: ``HARDWARE`` (other classes skip),
 ``DEVICES`` / ``EXCEPT`` (a class for a device type left out skips), ``REQUIRE`` (a skip for a
 required capability is an error), ``OVERRIDES`` and ``PROBE_TIMEOUT`` (the registry is built
@@ -35,15 +35,14 @@ import unittest
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-import pytest
-
 from pytest_devcaps.marks import classification
 from pytest_devcaps.marks import evaluation
 from pytest_devcaps.errors import ConfigError, DevcapsError
 from pytest_devcaps.marks.expectations import Condition, parse_condition
 from pytest_devcaps.marks.names import RANKS_MARKER
+from pytest_devcaps.marks.reading import Mark, marks_of
 from pytest_devcaps._util.environ import ENV_DEVICES, ENV_EXCEPT, ENV_HARDWARE
-from pytest_devcaps.session.options import (
+from pytest_devcaps.environment import (
     EnvironmentSettings,
     Setting,
     check_device_types,
@@ -96,26 +95,6 @@ def _env_registry(overrides: tuple[str, ...], timeout: float | None) -> Capabili
     return registry
 
 
-def _module_marks(obj: Any) -> list[pytest.Mark]:
-    return _unpack(getattr(sys.modules.get(getattr(obj, "__module__", "") or ""), "pytestmark", []))
-
-
-def _unpack(value: Any) -> list[pytest.Mark]:
-    values = value if isinstance(value, list) else [value]
-    unpacked = (getattr(v, "mark", v) for v in values)
-    return [mark for mark in unpacked if isinstance(mark, pytest.Mark)]
-
-
-def marks_of(function: Any, cls: type | None) -> list[pytest.Mark]:
-    """The marks pytest would see on this test, closest first: the function's, its class's
-    (every class of its MRO, as pytest reads them) and its module's."""
-    marks = _unpack(getattr(function, "pytestmark", []))
-    if cls is not None:
-        for klass in reversed(cls.__mro__):
-            marks += _unpack(klass.__dict__.get("pytestmark", []))
-    return marks + _module_marks(cls if cls is not None else function)
-
-
 def device_of(test: Any, registry: CapabilityRegistry) -> str:
     """The device key ``test`` (a TestCase, or None) runs on outside pytest."""
     current = PYTEST_TEST.get()
@@ -135,7 +114,7 @@ class Verdict:
     expectation: Expectation | None = None
 
 
-def _hardware_skip(marks: list[pytest.Mark], cls: type | None, registry: CapabilityRegistry,
+def _hardware_skip(marks: list[Mark], cls: type | None, registry: CapabilityRegistry,
                    hardware: Setting, function: Any = None) -> str | None:
     if not hardware.value:
         return None
@@ -154,7 +133,7 @@ def _pytorch_gates(function: Any, cls: type | None) -> tuple[Any, ...]:
     return pytorch_gates.gates_of(function, cls) if pytorch_gates.in_use() else ()
 
 
-def _class_mismatch(marks: list[pytest.Mark], cls: type | None, registry: CapabilityRegistry,
+def _class_mismatch(marks: list[Mark], cls: type | None, registry: CapabilityRegistry,
                     device: str, reading: Setting) -> str | None:
     """A declared hardware class that does not run on the test's device (as under pytest),
     unless ``PYTEST_DEVCAPS_HARDWARE_READING=pytorch`` reads classes as labels only."""
@@ -189,7 +168,7 @@ def _refuse_unhonourable(env: EnvironmentSettings, registry: CapabilityRegistry)
     """What pytest checks when the session starts: required names against the catalogue; a
     profile, which plans instead of running, cannot be honoured here."""
     if env.require.value:
-        from pytest_devcaps.session.require import check_required
+        from pytest_devcaps.environment import check_required
 
         check_required(env.require, registry.catalogue)
     if env.profile.value:
@@ -277,7 +256,7 @@ def _expectations(paths: tuple[str, ...], registry: CapabilityRegistry) -> Expec
     return load_expectations(paths, registry.facts)
 
 
-def _ranks(evaluated: evaluation.Evaluation, marks: list[pytest.Mark], test: Any, function: Any,
+def _ranks(evaluated: evaluation.Evaluation, marks: list[Mark], test: Any, function: Any,
            registry: CapabilityRegistry) -> evaluation.Evaluation:
     """``requires_ranks``: the world of the test's class, checked now
     (:mod:`pytest_devcaps.marks.multiprocess`); a class without one is a MarkerError."""

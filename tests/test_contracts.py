@@ -102,8 +102,8 @@ def test_names_that_set_an_answer_refuse_an_alias_with_one_message(tmp_path: Pat
 
 def test_names_that_ask_accept_an_alias() -> None:
     """Markers, --devcaps-require and queries resolve an alias to its capability."""
-    from pytest_devcaps.session.options import Setting
-    from pytest_devcaps.session.require import check_required
+    from pytest_devcaps.environment import Setting
+    from pytest_devcaps.environment import check_required
 
     catalogue = load_catalogue()
     assert catalogue.check_name("dtype.fp8").name == "mm.scaled"
@@ -253,7 +253,7 @@ def _forgetting(*modules: str) -> Iterator[None]:
 def test_library_code_sees_the_vendor_plugins_the_cli_sees(vendor_dist: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     from pytest_devcaps import library
-    from pytest_devcaps.report.table import entry_point_hooks
+    from pytest_devcaps.hookspecs import vendor_hooks
 
     monkeypatch.setattr(library, "_installed", [])  # outside a pytest session
     library._built_default.cache_clear()
@@ -263,7 +263,7 @@ def test_library_code_sees_the_vendor_plugins_the_cli_sees(vendor_dist: Path,
         library._built_default.cache_clear()
     record = registry.record("acme.thing", "cpu")
     assert (record.level, record.source, record.reason) == (Level.NATIVE, "hook:acme_vendor", "relabelled")
-    cli = entry_point_hooks().pytest_devcaps_adjust_results.get_hookimpls()
+    cli = vendor_hooks().pytest_devcaps_adjust_results.get_hookimpls()
     assert "acme_vendor" in [impl.plugin_name for impl in cli]  # beside any other installed (devcaps-emu)
 
 
@@ -274,7 +274,7 @@ def test_the_unittest_bridge_sees_the_vendor_plugins_with_its_environment_set(
     from pytest_devcaps import library, testcase
     from pytest_devcaps._util.current_test import PYTEST_TEST
     from pytest_devcaps._util.environ import ENV_PROBE_TIMEOUT
-    from pytest_devcaps.session.options import environment_settings
+    from pytest_devcaps.environment import environment_settings
 
     monkeypatch.setattr(library, "_installed", [])  # outside a pytest session
     monkeypatch.setenv(ENV_PROBE_TIMEOUT, "30")

@@ -87,3 +87,19 @@ def test_adapter_declarations_are_checked() -> None:
     with pytest.raises(ConfigError, match="fact 'cuda_version' is declared a version by one of "
                                           "backend adapter CudaAdapter and this adapter"):
         fact_vocabulary([*builtin_backends(), _Conflict()])
+
+
+def test_identity_fields_are_written_once() -> None:
+    """rule_facts, to_dict and from_dict read one list (the dataclass's fields); the fact
+    vocabulary names exactly those, with memory_gib made from memory_bytes."""
+    from pytest_devcaps.model import IDENTITY_FACTS, IDENTITY_FIELDS, DeviceIdentity
+
+    identity = DeviceIdentity("acme", 1, "acme", "Acme One", "a1", memory_bytes=2**31, count=2,
+                              torch_version="2.13.0", runtime_version="1.0", driver_version="2.0",
+                              facts={"isa": "x"})
+    assert set(identity.rule_facts()) - {"isa"} == set(IDENTITY_FACTS) == {*IDENTITY_FIELDS, "memory_gib"}
+    assert identity.rule_facts()["memory_gib"] == 2.0
+    assert DeviceIdentity.from_dict(identity.to_dict()) == identity
+    assert set(identity.to_dict()) == {*IDENTITY_FIELDS, "facts"}
+    sparse = DeviceIdentity.from_dict({"type": "acme"})
+    assert (sparse.vendor, sparse.name, sparse.index, sparse.arch, sparse.count) == ("acme", "acme", None, "", 1)

@@ -185,7 +185,7 @@ def test_hardware_selection_text_is_read_one_way_under_pytest_and_unittest() -> 
     """``PYTEST_DEVCAPS_HARDWARE`` is split by the option's own helper in the unittest bridge
     too: a trailing comma or upper case works in both, instead of failing every unittest test."""
     from pytest_devcaps import testcase
-    from pytest_devcaps.session.options import environment_settings, hardware_names
+    from pytest_devcaps.environment import environment_settings, hardware_names
 
     assert hardware_names("Generic, ,ACCELERATOR,") == ("generic", "accelerator")
     assert testcase.environment_settings is environment_settings  # one parser for both

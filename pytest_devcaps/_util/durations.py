@@ -1,6 +1,6 @@
 """Durations from options, environment variables, ini keys and arguments: seconds checked once.
 
-Apart from ``registry.options`` so that resolving a session's options costs no import of the
+Apart from ``registry.inputs`` so that resolving a session's options costs no import of the
 registry's option records.
 """
 

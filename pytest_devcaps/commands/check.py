@@ -243,7 +243,7 @@ def _write_json(path: Path, registry: CapabilityRegistry, results: Sequence[Suit
 
 def command_check(args: argparse.Namespace) -> int:
     from pytest_devcaps.registry import RegistryOptions
-    from pytest_devcaps.report.table import show_registry
+    from pytest_devcaps.commands.probe import show_registry
 
     overrides = [str(Path(path).absolute()) for path in args.overrides]  # the suites run elsewhere
     if args.json:

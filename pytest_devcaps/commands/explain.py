@@ -224,9 +224,10 @@ def show_explanation(options: RegistryOptions, capability: str, devices: Sequenc
     """Build the registry as ``devcaps probe`` does and print the explanation for every selected
     device. Raises ``DevcapsError`` on bad input (an unknown capability names the closest)."""
     from pytest_devcaps.registry import build_registry
-    from pytest_devcaps.report.table import entry_point_hooks, select_identities
+    from pytest_devcaps.hookspecs import vendor_hooks
+    from pytest_devcaps.report.table import select_identities
 
-    hook = entry_point_hooks()
+    hook = vendor_hooks()
     registry = build_registry(options, hook=hook)
     capability = resolve_short_name(registry.catalogue, capability)
     notes = probe_notes(registry, capability, registry.probe_outcomes, registry.probed)

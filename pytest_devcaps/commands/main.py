@@ -120,7 +120,7 @@ def _add_report_parser(commands: argparse._SubParsersAction[argparse.ArgumentPar
 
 def command_probe(args: argparse.Namespace) -> int:
     from pytest_devcaps.registry import CapabilitySetting, RegistryOptions
-    from pytest_devcaps.report.table import show_registry
+    from pytest_devcaps.commands.probe import show_registry
 
     options = RegistryOptions(
         overrides=tuple(args.overrides),

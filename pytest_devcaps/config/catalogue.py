@@ -30,7 +30,6 @@ as versions, with a number literal read as written: ``runtime_version >= 12.10``
 from __future__ import annotations
 
 import functools
-import gc
 import hashlib
 import importlib.resources
 import json
@@ -54,6 +53,7 @@ from pytest_devcaps.config.yamlsource import (
     expect_str,
     items,
     line_of,
+    no_cyclic_gc,
     parse_yaml_bytes,
     read_source,
     short,
@@ -599,13 +599,8 @@ def _shipped_catalogue(path: Path, mtime_ns: int) -> Catalogue:
     # Loading builds thousands of small objects; with torch imported, each collection they
     # trigger walks millions of torch objects (80 ms for the YAML parse, 400 ms for rebuilding
     # the cached document, measured). Nothing here forms cycles worth collecting.
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with no_cyclic_gc():
         return _parsed_with_disk_cache(path)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 _CACHE_FORMAT = 1  # bump when document_to_plain changes shape

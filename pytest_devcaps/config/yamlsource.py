@@ -105,8 +105,8 @@ class LineList(list[Any]):
 
 @functools.lru_cache(maxsize=1)
 def _line_loader() -> type[Any]:
-    """The loader class, built on first use: a warm start reads a pickled catalogue and never
-    needs PyYAML, whose import costs ~10 ms."""
+    """The loader class, built on first use: a warm start reads the catalogue's JSON copy
+    (``catalogue``'s warm start) and never needs PyYAML, whose import costs ~10 ms."""
     import yaml
 
     # libyaml's parser is ~10x faster than the pure-Python one.

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from pytest_devcaps.errors import ConfigError, DevcapsError, did_you_mean
+from pytest_devcaps._util.host import host_name
 
 PLACEHOLDERS = ("rank", "host", "local_rank", "world_size")
 """What ``--devcaps-json`` may contain in braces: ``report-{host}-{rank}.json``."""
@@ -32,14 +33,20 @@ class LaunchInfo:
     local_rank: int
 
 
+def launched(environ: Mapping[str, str] | None = None) -> bool:
+    """RANK and WORLD_SIZE are set: a launcher (torchrun) started this process as one rank."""
+    env = os.environ if environ is None else environ
+    return "RANK" in env and "WORLD_SIZE" in env
+
+
 def launched_world(environ: Mapping[str, str] | None = None) -> LaunchInfo | None:
     """The launcher's world when RANK and WORLD_SIZE are set, else None.
 
     Raises :class:`ConfigError` for values that are not ranks (``RANK=one``, a rank outside
     the world)."""
-    env = os.environ if environ is None else environ
-    if "RANK" not in env or "WORLD_SIZE" not in env:
+    if not launched(environ):
         return None
+    env = os.environ if environ is None else environ
     try:
         rank, world_size = int(env["RANK"]), int(env["WORLD_SIZE"])
         local_rank = int(env.get("LOCAL_RANK", rank))
@@ -51,12 +58,6 @@ def launched_world(environ: Mapping[str, str] | None = None) -> LaunchInfo | Non
         raise ConfigError(f"RANK={rank} is not a rank of WORLD_SIZE={world_size} "
                           f"(LOCAL_RANK={local_rank})", file="launcher environment")
     return LaunchInfo(rank=rank, world_size=world_size, local_rank=local_rank)
-
-
-def host_name() -> str:
-    import socket
-
-    return socket.gethostname()
 
 
 def report_fields(info: LaunchInfo | None, environ: Mapping[str, str] | None = None

@@ -3,7 +3,7 @@
 Every value is read when a world is about to start (never at import) and a bad one raises
 :class:`ConfigError` naming the variable or argument and what it takes. The variables are also
 checked once with the session's other settings (:func:`check_environment`, called by
-``session.options.environment_settings``): a bad one is a one-line usage error of the whole
+``environment.environment_settings``): a bad one is a one-line usage error of the whole
 session (pytest's exit 4), as every other bad setting is, not a failed test with the harness's
 traceback. The variables are ``PYTEST_DEVCAPS_DIST_*``; their old
 names (``DEVCAPS_DIST_*``) still work with a deprecation warning (:mod:`pytest_devcaps._util.environ`).

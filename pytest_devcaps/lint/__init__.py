@@ -2,25 +2,33 @@
 (``--fix``, with the ``lint`` extra) rewrite what can be rewritten onto the plugin's fixtures,
 marks and ``torch.accelerator``.
 
-Modules, one job each:
+Modules, one job each (``docs/ARCHITECTURE.md`` says each one's job in a line):
 
-- ``rules``      the rule table: patterns -> rule code, message, capability, replacement
-- ``smlevels``   what an SM-level gate stands for, from the catalogue's nvidia rules
-- ``model``      records: Span, Finding, Need, the edit kinds, Analysis
-- ``source``     files in: paths, decoding, spans in characters, ``# devcaps: allow`` pragmas
-- ``gates``      gate atoms in conditions and the need of a whole condition
-- ``scopes``     where code sits: pytest test, fixture, TestCase method, helper
-- ``constructs`` skip decorators, in-test skips, ``pytestmark``: gates fixed as one
-- ``aliases``    module-level device constants and their uses
-- ``calls``      calls, moves, literals, settings inside code
-- ``finder``     the syntax-tree walk that uses the modules above
-- ``items``      working records and the decision for each gate
-- ``analyze``    one file start to end, and its hardware classification
-- ``output``     text / json / github formats
-- ``codemod``    applying edits with LibCST (the optional ``lint`` extra)
-- ``fix``        ``--fix`` / ``--diff`` until nothing is left to fix
-- ``importpass`` LibCST's import visitors over only the statements they change
-- ``writer``     the safe reader (every file) and the atomic writer (``--fix``)
+- ``rules``       the rule table: patterns -> rule code, message, capability, replacement
+- ``smlevels``    what an SM-level gate stands for, from the catalogue's nvidia rules
+- ``records``     Span, Finding, Need, the edit kinds, Analysis
+- ``source``      files in: paths, decoding, spans in characters, ``# devcaps: allow`` pragmas
+- ``resolution``  what a name means: imports resolved by scope
+- ``gating``      gate atoms in conditions, gates a file defines, the need of a condition
+- ``scopes``      where code sits: pytest test, fixture, TestCase method, helper
+- ``constructs``  skip decorators, in-test skips, ``pytestmark``: gates fixed as one
+- ``aliases``     module-level device constants and their uses
+- ``calls``       calls, moves, literals, settings inside code
+- ``helpers``     which helper functions can be given a device parameter
+- ``regions``     what a gate guards
+- ``libraries``   calls into CUDA-only libraries: residue that keeps a gate
+- ``conftests``   the CUDA-only fixtures a test file gets from its conftest.py files
+- ``layout``      ``--target torch``: each test class's TEST_LINTER layout
+- ``relayout``    writing those layouts with LibCST
+- ``finder``      the syntax-tree walk that uses the modules above
+- ``items``       working records and the decision for each gate
+- ``analyze``     one file start to end, and its hardware classification
+- ``output``      text / json / github formats
+- ``fix``         ``--fix`` / ``--diff`` until nothing is left to fix
+- ``importpass``  LibCST's import visitors over only the statements they change
+- ``codemod``     applying edits with LibCST (the optional ``lint`` extra)
+- ``transform``   the LibCST transformer that applies the edits
+- ``writer``      the safe reader (every file) and the atomic writer (``--fix``)
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """The rule table: every pattern ``devcaps lint`` knows -> rule code, message, what to use instead,
-the capability a gate protects and the replacement ``--fix`` writes. Data only; the finder
-(``finder``, ``gates``) looks patterns up here and the codemod writes what this table says.
+the capability a gate protects and the replacement ``--fix`` writes, with the few functions that
+build a gate's need from the table (``sm_gate``, ``platform_gate``, the gate table's flags); the
+finder (``lint.finder``, ``lint.gating``) looks patterns up here and the codemod writes what this
+table says.
 
 Capability names appear in this module only (``tests/test_lint_rules.py`` checks that each one
 exists in the shipped catalogue), so renaming a capability is a one-line change here.

@@ -40,14 +40,14 @@ from typing import TYPE_CHECKING, Any, TextIO
 import pytest
 
 from pytest_devcaps.errors import DevcapsError
-from pytest_devcaps.distributed.ranks import LaunchInfo, RankUnreachable, host_name, launched_world
-from pytest_devcaps.session.state import session_state
+from pytest_devcaps._util.host import host_name
+from pytest_devcaps.distributed.ranks import LaunchInfo, RankUnreachable, launched_world
+from pytest_devcaps.session.keys import STORE_KEY, session_state
 
 if TYPE_CHECKING:  # imported by the ranks of a launched world only
     from pytest_devcaps.distributed.rankstore import RankStore
 
 SEED, DIGEST, IDS, RESULTS, DONE = "randomly-seed", "collected-digest", "collected", "results", "done"
-STORE_KEY = pytest.StashKey["RankStore"]()
 SHOWN_IDS = 5
 
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import pytest
 
-from pytest_devcaps.session.state import session_state
+from pytest_devcaps.session.keys import session_state
 
 if TYPE_CHECKING:
     from pytest_devcaps.parallel.partition import TypePlan
@@ -212,3 +212,22 @@ def apply_worker_environment(config: pytest.Config) -> None:
     for data in workerinput[SLICES_KEY]:
         if data.get("variable") and data.get("value") is not None:
             os.environ[data["variable"]] = data["value"]
+
+
+def register_hooks(config: pytest.Config) -> None:
+    """The handshake's hooks, in an xdist controller (``-n``/``--tx`` given: xdist's cmdline_main
+    has filled ``tx`` by configure time) or worker; a session that merely has xdist installed
+    needs none. With ``--devcaps-pin-workers`` the controller splits the devices now."""
+    if not config.pluginmanager.hasplugin("xdist") or \
+            not (is_worker(config) or getattr(config.option, "tx", None)):
+        return
+    from pytest_devcaps.errors import DevcapsError
+
+    hooks = XdistHooks(config)
+    state = session_state(config)
+    if state.settings.pin_workers and not state.is_worker and getattr(config.option, "tx", None):
+        try:
+            hooks.plans = plan_partition(config, state.registry)
+        except DevcapsError as exc:
+            raise pytest.UsageError(f"pytest-devcaps: {exc}") from None
+    config.pluginmanager.register(hooks, "devcaps-xdist")

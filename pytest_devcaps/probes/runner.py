@@ -8,7 +8,7 @@ itself. A probe that raised, crashed on its own (SIGSEGV, SIGABRT) or exited is 
 The child leaves no orphan, nor do the processes a probe starts: it runs in its own session
 under a guardian (:mod:`pytest_devcaps._util.process_lifetime`, Linux) that kills the whole tree, ``setsid``
 descendants included, when the probes end, when :meth:`_Child.stop` asks (SIGTERM) and when
-pytest dies (SIGKILL included); elsewhere it watches its parent's pid (:mod:`.probes._child`).
+pytest dies (SIGKILL included); elsewhere it watches its parent's pid (:mod:`pytest_devcaps.probes._child`).
 """
 
 from __future__ import annotations

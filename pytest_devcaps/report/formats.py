@@ -50,7 +50,7 @@ class ReportError(ConfigError):
 
 def stamp(kind: str) -> dict[str, Any]:
     """The fields every document of ``kind`` starts with: format, kind, when, where, by what."""
-    from pytest_devcaps.distributed.ranks import host_name  # the one host name a pytest report records too
+    from pytest_devcaps._util.host import host_name  # the one host name every report records
 
     return {"format": FORMATS[kind], "kind": kind, "created": utc_now(),
             "host": host_name(), "devcaps_version": __version__}

@@ -1,7 +1,7 @@
-"""Text and JSON views of a capability registry, and :func:`show_registry`, which builds one from
-command-line options and prints it.
+"""Text and JSON views of a capability registry.
 
-Shared by ``devcaps probe``, ``devcaps check`` and the pytest header (``reporting``). Imports
+Shared by ``devcaps probe`` (``commands/probe.py``), ``devcaps check`` and the pytest header
+(``reporting``). Imports
 neither pytest nor torch: ``devcaps probe`` must not pay for importing pytest.
 """
 
@@ -14,7 +14,7 @@ from pytest_devcaps.errors import ConfigError, did_you_mean
 from pytest_devcaps.model import CapabilityRecord, DeviceIdentity, Level
 
 if TYPE_CHECKING:
-    from pytest_devcaps.registry import CapabilityRegistry, RegistryOptions
+    from pytest_devcaps.registry import CapabilityRegistry
 
 
 def describe_identity(identity: DeviceIdentity) -> str:
@@ -127,25 +127,3 @@ def select_identities(registry: CapabilityRegistry, wanted: Sequence[str]) -> li
         raise ConfigError(f"no device matches {', '.join(wanted)}{did_you_mean(wanted[0], names)}; "
                           f"devices: {', '.join(i.key for i in registry.devices)}", file="--device")
     return found
-
-
-def show_registry(options: RegistryOptions, devices: Sequence[str] = (), *, as_json: bool = False,
-                  verbose: bool = False) -> CapabilityRegistry:
-    """Build the registry (with vendor plugins of the ``devcaps`` entry-point group), print it and
-    return it: ``devcaps probe`` and the first step of ``devcaps check``. Raises
-    ``DevcapsError`` on bad input."""
-    from pytest_devcaps.registry import build_registry
-
-    registry = build_registry(options, hook=entry_point_hooks())
-    shown = select_identities(registry, devices)
-    print(registry_json(registry, shown) if as_json else "\n".join(registry_lines(
-        registry, shown, verbose=verbose)))
-    return registry
-
-
-def entry_point_hooks() -> Any:
-    """A hook relay with our hookspecs and the vendor plugins of the ``devcaps`` entry-point
-    group (outside pytest): :func:`pytest_devcaps.hookspecs.vendor_hooks`, kept under this name."""
-    from pytest_devcaps.hookspecs import vendor_hooks
-
-    return vendor_hooks()

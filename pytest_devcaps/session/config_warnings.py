@@ -3,7 +3,7 @@
 A plain ``warnings.warn`` from ``pytest_configure`` bypasses pytest's warning machinery: it is
 printed before the header, and under ``-W error`` it escapes the hook as an INTERNALERROR.
 Here such a warning is a :class:`DevcapsConfigWarning` (a ``pytest.PytestWarning``) issued with
-``config.issue_config_time_warning``, so it lands in the warnings summary and ``-W`` /
+``pytest.Config.issue_config_time_warning``, so it lands in the warnings summary and ``-W`` /
 ``filterwarnings`` apply; one that the filters turn into an error is a usage error naming it.
 """
 

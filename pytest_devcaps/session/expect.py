@@ -27,15 +27,13 @@ import pytest
 from pytest_devcaps.errors import DevcapsError, UnknownDeviceError
 from pytest_devcaps.session.expect_report import EXPECTATION_PROPERTY
 from pytest_devcaps.session.fixtures import item_device
-from pytest_devcaps.session.state import session_state
+from pytest_devcaps.session.keys import RULE_KEY, session_state
 
 if TYPE_CHECKING:
     from pytest_devcaps.config.expectfile import Expectation, Expectations
     from pytest_devcaps.config.testnames import TestName
 
 PLUGIN_NAME = "devcaps-expect"
-RULE_KEY = pytest.StashKey["tuple[Expectation, str]"]()
-"""The rule that decides a test, and the device key it was decided for."""
 STALE_OUTPUT = "devcaps_expect_stale"
 
 

@@ -11,7 +11,7 @@ import pytest
 from pytest_devcaps.errors import UnknownDeviceError
 from pytest_devcaps.marks.names import DEVICE_NAMES, DTYPE_NAMES, callspec_param
 from pytest_devcaps.session.require import skip_unless_required
-from pytest_devcaps.session.state import session_state
+from pytest_devcaps.session.keys import session_state
 
 if TYPE_CHECKING:
     import torch

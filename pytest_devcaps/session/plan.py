@@ -22,7 +22,8 @@ import pytest
 
 from pytest_devcaps.errors import DevcapsError
 from pytest_devcaps.session.options import resolve_settings
-from pytest_devcaps.session.state import EVALUATION_KEY, SessionState, session_state
+from pytest_devcaps.session.keys import EVALUATION_KEY, RULE_KEY, session_state
+from pytest_devcaps.session.state import SessionState
 
 if TYPE_CHECKING:
     from pytest_devcaps.session.plan_pytorch import PytorchPlan
@@ -109,7 +110,6 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
 def plan_items(items: list[pytest.Item]) -> list[dict[str, Any]]:
     """What would run and what would be skipped (and why), without running: the devcaps
     evaluation, a ``skip`` mark, the expectations rule."""
-    from pytest_devcaps.session.expect import RULE_KEY
     from pytest_devcaps.session.plan_pytorch import apply_rule
 
     plan = []

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from pytest_devcaps.errors import DevcapsError
-from pytest_devcaps.session.state import SessionState, session_state
+from pytest_devcaps.session.keys import HARDWARE_REPORT_KEY, session_state
+from pytest_devcaps.session.state import SessionState
 
 
 def header_lines(state: SessionState, *, verbose: bool) -> list[str]:
@@ -166,8 +167,8 @@ class OutcomeRecorder:
         if isinstance(data, dict):
             entry.update(device=data.get("device"), requires=data.get("requires", []),
                          missing=data.get("missing", []))
-        if isinstance(report.__dict__.get("devcaps_hardware"), str):
-            entry["hardware"] = report.__dict__["devcaps_hardware"]
+        if isinstance(report.__dict__.get(HARDWARE_REPORT_KEY), str):
+            entry["hardware"] = report.__dict__[HARDWARE_REPORT_KEY]
         for name, value in report.user_properties:
             if name == "devcaps_gates":
                 entry["gates"] = value
@@ -197,7 +198,7 @@ class ReportingPlugin:
         Printed when devcaps took part in the session (its registry was built)."""
         reports = terminalreporter.stats.get("skipped", [])
         groups, ours, total = skip_groups(reports)
-        from pytest_devcaps.session.suite_hooks import GATES_SEEN_KEY
+        from pytest_devcaps.session.keys import GATES_SEEN_KEY
 
         took_part = session_state(self.config).built or self.config.stash.get(GATES_SEEN_KEY, False)
         if not groups or not (ours or took_part):

@@ -16,23 +16,10 @@ from typing import TYPE_CHECKING, Iterable, NoReturn
 
 import pytest
 
-from pytest_devcaps.errors import ConfigError, UnknownCapabilityError
-from pytest_devcaps.session.state import session_state
+from pytest_devcaps.session.keys import session_state
 
 if TYPE_CHECKING:
-    from pytest_devcaps.config.catalogue import Catalogue
     from pytest_devcaps.marks.evaluation import Missing
-    from pytest_devcaps.session.options import Setting
-
-
-def check_required(setting: Setting, catalogue: Catalogue) -> None:
-    """Raise :class:`ConfigError` naming ``setting``'s source for a name not in the catalogue
-    (an alias such as ``dtype.fp8`` is fine: it stands for the capability it resolves to)."""
-    for name in setting.value:
-        try:
-            catalogue.check_name(name)
-        except UnknownCapabilityError as exc:  # names the closest capability or alias
-            raise ConfigError(str(exc), file=setting.source) from None
 
 
 def required_capabilities(config: pytest.Config) -> set[str]:

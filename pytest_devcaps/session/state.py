@@ -1,4 +1,4 @@
-"""The plugin's per-session state, kept behind a ``pytest.StashKey``.
+"""The plugin's per-session state, kept behind ``keys.STATE_KEY`` (read with ``keys.session_state``).
 
 The plugin is autoloaded into every pytest session of an environment where it is installed, so
 the registry (torch, discovery, probes) is built on first need: ``SessionState.registry`` (and
@@ -16,7 +16,6 @@ import pytest
 from pytest_devcaps.errors import DevcapsError
 
 if TYPE_CHECKING:
-    from pytest_devcaps.marks.evaluation import Evaluation
     from pytest_devcaps.session.options import DevcapsSettings
     from pytest_devcaps.registry import CapabilityRegistry
 
@@ -86,22 +85,3 @@ class SessionState:
     @property
     def primary_device(self) -> str:
         return self.selection.primary_device
-
-
-STATE_KEY = pytest.StashKey[SessionState]()
-EVALUATION_KEY = pytest.StashKey["Evaluation"]()
-#: A test's hardware class (``suite_hooks`` at collection), carried on its reports as
-#: ``HARDWARE_REPORT_KEY`` (an attribute that travels with xdist reports) for the JSON report.
-HARDWARE_KEY = pytest.StashKey[str]()
-HARDWARE_REPORT_KEY = "devcaps_hardware"
-#: Why a test could not be classified or expected (a misspelled ``hw_classification``); the
-#: test errors at setup with it.
-CLASS_PROBLEM_KEY = pytest.StashKey[str]()
-
-
-def session_state(config: pytest.Config) -> SessionState:
-    try:
-        return config.stash[STATE_KEY]
-    except KeyError:
-        raise pytest.UsageError("pytest-devcaps is not configured in this session "
-                                "(was it disabled with -p no:devcaps?)") from None

@@ -25,7 +25,8 @@ from pytest_devcaps.errors import DevcapsError
 from pytest_devcaps.session.fixtures import item_device
 from pytest_devcaps.marks.names import GENERIC_CLASS, HARDWARE_ATTRIBUTE, MARKER_NAMES, pytorch_gates_in_use
 from pytest_devcaps.marks.names import RANKS_MARKER
-from pytest_devcaps.session.state import CLASS_PROBLEM_KEY, EVALUATION_KEY, HARDWARE_KEY, session_state
+from pytest_devcaps.session.keys import (CLASS_PROBLEM_KEY, CLASS_SKIP_KEY, EVALUATION_KEY, GATES_SEEN_KEY,
+                                         HARDWARE_KEY, RANKS_KEY, WORLD_KEY, session_state)
 
 if TYPE_CHECKING:
     from pytest_devcaps.marks.classification import Classification
@@ -177,14 +178,6 @@ class SuiteHooks:
 BRIDGE_PLUGIN = "devcaps-unittest-bridge"
 SETUP_PLUGIN = "devcaps-suite-setup"
 GATES_PROPERTY = "devcaps_gates"
-GATES_SEEN_KEY = pytest.StashKey[bool]()
-"""A collected test has PyTorch gates: the skip footer is printed even without the registry."""
-CLASS_SKIP_KEY = pytest.StashKey[str]()
-"""Why a test's declared hardware class does not run on its device (skipped at setup)."""
-WORLD_KEY = pytest.StashKey[tuple[Any, ...]]()
-"""The gates of a multi-process test (``MultiProcessTestCase``): its world is checked at setup."""
-RANKS_KEY = pytest.StashKey[bool]()
-"""The test has ``requires_ranks``: the world of its class is checked at setup (:func:`check_ranks`)."""
 
 
 

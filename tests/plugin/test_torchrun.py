@@ -20,7 +20,8 @@ import pytest
 
 from pytest_devcaps.errors import ConfigError
 from pytest_devcaps.commands.main import main
-from pytest_devcaps.distributed.ranks import (LaunchInfo, check_report_path, host_name, launched_world,
+from pytest_devcaps._util.host import host_name
+from pytest_devcaps.distributed.ranks import (LaunchInfo, check_report_path, launched_world,
                                   report_path)
 from pytest_devcaps.parallel.torchrun import QuietStream, describe_difference
 

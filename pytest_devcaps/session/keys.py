@@ -1,0 +1,75 @@
+"""Every ``pytest.StashKey`` of the plugin, typed, in one place: what a session, a test function's
+definition and a test keep between hooks (pytest's ``Stash``; nothing here imports torch); and
+:func:`session_state`, the one reader of the session's own key."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from pytest_devcaps.config.expectfile import Expectation
+    from pytest_devcaps.distributed.rankstore import RankStore
+    from pytest_devcaps.marks.evaluation import Evaluation
+    from pytest_devcaps.session.state import SessionState
+
+DefinitionKey = tuple[str, str]
+"""A test function's definition: its parent's node id and its original name."""
+
+# --- the session (config.stash) -----------------------------------------------------------
+STATE_KEY = pytest.StashKey["SessionState"]()
+"""The session's state (settings, the registry on first need)."""
+VALID_MARKS_KEY = pytest.StashKey[set[object]]()
+"""Mark groups that passed validation in this session, by value: the session's registry (and
+its catalogue) is one, so the same marks need not be checked again for every test."""
+VALIDATED_KEY = pytest.StashKey[dict[DefinitionKey, tuple[pytest.Mark, ...]]]()
+"""The marks each test function's definition had when ``pytest_generate_tests`` checked them:
+its items, which carry the same marks, need not be checked again (a cost per test)."""
+DEFINITION_PROBLEM_KEY = pytest.StashKey[dict[DefinitionKey, str]]()
+"""Why a test function's devcaps marks are wrong, found by ``pytest_generate_tests``: every
+item of that function errors at setup with it (never the whole module at collection)."""
+HEADER_SHOWN_KEY = pytest.StashKey[bool]()
+"""The devcaps header lines were printed (before or after collection, once)."""
+STORE_KEY = pytest.StashKey["RankStore"]()
+"""Under torchrun: the launcher's TCP store this rank talks through."""
+
+GATES_SEEN_KEY = pytest.StashKey[bool]()
+"""A collected test has PyTorch gates: the skip footer is printed even without the registry."""
+
+# --- one test (item.stash) ------------------------------------------------------------------
+EVALUATION_KEY = pytest.StashKey["Evaluation"]()
+"""The test's devcaps marks evaluated against its device at collection."""
+MARK_PROBLEM_KEY = pytest.StashKey[str]()
+"""Why a test's devcaps marks are wrong: it errors at setup with it (tests collected without
+``pytest_generate_tests``, unittest classes, cannot fail collection)."""
+CLASS_PROBLEM_KEY = pytest.StashKey[str]()
+"""Why a test could not be classified or expected (a misspelled ``hw_classification``); the
+test errors at setup with it."""
+HARDWARE_KEY = pytest.StashKey[str]()
+"""A test's hardware class (``suite_hooks`` at collection), carried on its reports as
+``HARDWARE_REPORT_KEY`` (an attribute that travels with xdist reports) for the JSON report."""
+FREE_MEMORY_KEY = pytest.StashKey[bool]()
+"""The test has ``requires_memory(free=True)``: free memory is measured at its setup."""
+REPORT_FIELDS_KEY = pytest.StashKey[tuple["Evaluation", dict[str, Any]]]()
+"""The evaluation a test's reports describe and the fields made from it (setup, call and
+teardown reports share them)."""
+CLASS_SKIP_KEY = pytest.StashKey[str]()
+"""Why a test's declared hardware class does not run on its device (skipped at setup)."""
+WORLD_KEY = pytest.StashKey[tuple[Any, ...]]()
+"""The gates of a multi-process test (``MultiProcessTestCase``): its world is checked at setup."""
+RANKS_KEY = pytest.StashKey[bool]()
+"""The test has ``requires_ranks``: the world of its class is checked at setup."""
+RULE_KEY = pytest.StashKey["tuple[Expectation, str]"]()
+"""The expectations rule that decides a test, and the device key it was decided for."""
+
+HARDWARE_REPORT_KEY = "devcaps_hardware"
+"""The report attribute carrying a test's hardware class (not a StashKey: reports travel)."""
+
+
+def session_state(config: pytest.Config) -> SessionState:
+    try:
+        return config.stash[STATE_KEY]
+    except KeyError:
+        raise pytest.UsageError("pytest-devcaps is not configured in this session "
+                                "(was it disabled with -p no:devcaps?)") from None
