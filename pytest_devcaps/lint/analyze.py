@@ -16,7 +16,7 @@ from pytest_devcaps.lint.helpers import threadable
 from pytest_devcaps.lint.items import Construct, Item, Residue, decide
 from pytest_devcaps.lint.libraries import libraries
 from pytest_devcaps.lint.records import (
-    AddParameter, Analysis, Edit, EditCall, EnsureDeviceType, Finding, Hardware, RemoveUnusedImport, ReplaceExpr,
+    AddParameter, Analysis, Edit, EditCall, EnsureDeviceType, Finding, Hardware, Need, RemoveUnusedImport, ReplaceExpr,
     Relayout, ReplaceStatement, Span, Target, explains, join_hardware,
 )
 from pytest_devcaps.lint.regions import RegionIndex, within, within_any
