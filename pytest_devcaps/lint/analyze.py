@@ -6,17 +6,19 @@ classification (``generic`` / ``accelerator`` / a vendor or device type, PyTorch
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 
 from typing import Iterator, Mapping
 
+from pytest_devcaps import gate_table
 from pytest_devcaps.lint import layout
 from pytest_devcaps.lint.finder import NO_DEVICE_HELPER, Finder
 from pytest_devcaps.lint.helpers import threadable
 from pytest_devcaps.lint.items import Construct, Item, Residue, decide
 from pytest_devcaps.lint.libraries import libraries
 from pytest_devcaps.lint.records import (
-    AddParameter, Analysis, Edit, EditCall, EnsureDeviceType, Finding, Hardware, Need, RemoveUnusedImport, ReplaceExpr,
+    AddParameter, Analysis, Edit, EditCall, EnsureDeviceType, Finding, Hardware, RemoveUnusedImport, ReplaceExpr,
     Relayout, ReplaceStatement, Span, Target, explains, join_hardware,
 )
 from pytest_devcaps.lint.regions import RegionIndex, within, within_any
@@ -261,7 +263,7 @@ def _held_regions(finder: Finder, index: RegionIndex, held: dict[Span, str],
         if isinstance(construct.anchor, (ast.FunctionDef, ast.AsyncFunctionDef)):
             spans = (*spans, *index.fixture_spans(construct.anchor), *_world_size_spans(index, construct.anchor))
         reason = f"its gate (line {construct.span.line}) stays: {why}"
-        if not _restricts_to_cuda(construct.need):
+        if _lets_in_any_accelerator(construct):
             reason = OpenHold(reason)
         for span in spans:
             if span not in held:
@@ -287,9 +289,15 @@ class OpenHold(str):
     edit changes what the code does on the other devices the gate lets in."""
 
 
-def _restricts_to_cuda(need: Need) -> bool:
-    """A gate that lets its code run on CUDA only (``TEST_CUDA``, an sm_90 gate, a vendor's)."""
-    return (bool(need.vendors) and set(need.vendors) <= {"cuda"}) or need.hardware in ("cuda", "nvidia", "amd")
+def _lets_in_any_accelerator(construct: Construct) -> bool:
+    """A gate of PyTorch's that lets its code run on other accelerators than CUDA: the gate
+    table's row names more device types (``skip_if_lt_x_gpu(n)``: n of cuda, hpu or xpu)."""
+    for item in construct.items:
+        name = re.match(r"`?@?([\w.]+)", item.label)
+        row = gate_table.GATES.get(name.group(1).rsplit(".", 1)[-1]) if name else None
+        if row is not None and row.hardware == gate_table.ACCELERATOR and set(row.device_types) - {"cuda"}:
+            return True
+    return False
 
 
 def _held_by(span: Span, held: Mapping[Span, str]) -> str | None:

@@ -620,3 +620,32 @@ def test_the_torch_target_keeps_a_device_parametrization() -> None:
             assert torch.ones(2, device=device).sum() == 2
         """, "torch")
     assert '@pytest.mark.parametrize("device", ["cpu", "cuda"])' in out and "devcaps" not in out
+
+
+# -- multi-process classes whose gate stays ------------------------------------------------------
+
+MULTIPROCESS_KEPT = """\
+    import torch
+    from torch.testing._internal.common_distributed import MultiProcessTestCase, skip_if_lt_x_gpu
+
+
+    class TestOverlap(MultiProcessTestCase):
+        @property
+        def world_size(self) -> int:
+            return min(2, torch.cuda.device_count())
+
+        @skip_if_lt_x_gpu(2)
+        def test_overlap(self):
+            x = torch.ones(2).cuda()
+            torch.cuda._sleep(100)
+            self.assertEqual(x.sum().item(), 2)
+    """
+
+
+def test_a_kept_multi_process_gate_holds_the_world_size_and_its_code() -> None:
+    # world_size = min(2, torch.cuda.device_count()) is what keeps the ranks off another
+    # accelerator (0 there); skip_if_lt_x_gpu lets HPU / XPU in, so even .cuda() is kept
+    source = textwrap.dedent(MULTIPROCESS_KEPT)
+    result = fix_text(source, "t.py")
+    assert result.after == result.before
+    assert sum(result.counts().fixed.values()) == 0
