@@ -169,8 +169,8 @@ CASES: list[tuple[str, Callable[[Sweep, Path], None], list[str], dict[str, str],
     ("text: emu build", _damage("text"), BUILD, {}, 2, "rebuilding it"),
     ("bit-flipped: emu build", _damage("bit-flipped"), BUILD, {}, 2, "not the one recorded"),
     ("truncated (recorded digest): devcaps probe", _damage("truncated"), PROBE, {"PYTEST_DEVCAPS_EMU_DEVICES": "1"}, 2, "no C++ compiler"),
-    ("truncated, no digest: import torch (the SIGBUS case)", _unrecorded_truncated, TORCH, {"PYTEST_DEVCAPS_EMU_DEVICES": "1"}, 1, "is corrupt"),
-    ("truncated, no digest: devcaps probe", _unrecorded_truncated, PROBE, {"PYTEST_DEVCAPS_EMU_DEVICES": "1"}, 2, "is corrupt"),
+    ("truncated, no digest: import torch (the SIGBUS case)", _unrecorded_truncated, TORCH, {"PYTEST_DEVCAPS_EMU_DEVICES": "1"}, 1, "no digest was recorded"),
+    ("truncated, no digest: devcaps probe", _unrecorded_truncated, PROBE, {"PYTEST_DEVCAPS_EMU_DEVICES": "1"}, 2, "no digest was recorded"),
 ]
 
 

@@ -95,9 +95,9 @@ def ensure_built(torch_version: str, log: TextIO | None = None, *,
     """The library for this torch, built first when missing or corrupt: (path, seconds the
     build took, or None when it was already built). A library found is checked
     (:mod:`pytest_devcaps.emu.loader`): refused when someone else could have written it,
-    rebuilt when it is empty, unrecorded and does not load in a child, or not the file
-    recorded; ``verify_in_child`` loads even a recorded one in a child first (``devcaps emu
-    build``). Progress goes to ``log`` (default stderr)."""
+    rebuilt when no digest was recorded for it at build time or it is not the file recorded
+    (an unrecorded library is never loaded, not even in a child: its code is not known to be
+    ours); ``verify_in_child`` loads a recorded one in a child first (``devcaps emu build``). Progress goes to ``log`` (default stderr)."""
     path = library_path(torch_version)
     log = log if log is not None else sys.stderr
     problem = _found_problem(path, verify_in_child)
@@ -131,16 +131,12 @@ def _found_problem(path: Path, verify_in_child: bool) -> str | None:
         return _MISSING
     try:
         why = corruption(opened)
-        if why is not None and not why.startswith("no digest"):
+        if why is not None:  # not the file this devcaps built and recorded: never loaded, rebuilt
             return why
-        if why is None and not verify_in_child:
+        if not verify_in_child:
             return None
         failure = load_in_child(path)
-        if failure is not None:
-            return f"is corrupt: {failure}"
-        if why is not None:  # built before digests were recorded, and it loads
-            _write_digest(path, opened.digest)
-        return None
+        return None if failure is None else f"is corrupt: {failure}"
     finally:
         opened.close()
 
