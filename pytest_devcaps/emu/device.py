@@ -9,7 +9,9 @@ what FSDP2 asks of its device handle), allocator statistics (:mod:`pytest_devcap
 which run on gloo's threads: synchronize waits for those. Random ops on emu run on the CPU's default generator (the CPU fallback runs
 the CPU kernel), so seeding emu seeds that generator: ``torch.manual_seed`` calls
 :func:`manual_seed_all` here (``torch/random.py`` ``_seed_custom_device``), which sets the seed
-it has already set, and its RNG state (``get_rng_state``...) is that generator's. Autocast casts
+it has already set; its RNG state (``get_rng_state``...) is a 16-byte (seed, offset) pair naming a
+position of that generator, the layout DTensor's random ops need (:mod:`pytest_devcaps.emu.rng`).
+Autocast casts
 the matmul family (``csrc/emu_autocast.cpp``). Absent on purpose: graphs, pinned memory.
 """
 
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_devcaps.emu import _native
+from pytest_devcaps.emu import _native, rng
 from pytest_devcaps.emu._native import checked_index, index_of, lib, out_of_range
 from pytest_devcaps.errors import DevcapsValueError, DeviceRuntimeError
 from pytest_devcaps.emu.memory import (
@@ -135,19 +137,15 @@ def initial_seed() -> int:
 
 
 def get_rng_state(device: Any = "emu") -> Any:
-    """The RNG state emu's random ops draw from: the CPU default generator's (every emu device
-    shares it; ``torch.testing._utils.freeze_rng_state`` saves and restores it through here)."""
-    import torch
-
+    """A 16-byte (seed, offset) state, the layout DTensor reads (:mod:`pytest_devcaps.emu.rng`);
+    every emu device shares it, as they share the CPU generator their random ops draw from."""
     checked_index(device)
-    return torch.default_generator.get_state()
+    return rng.get_state()
 
 
 def set_rng_state(new_state: Any, device: Any = "emu") -> None:
-    import torch
-
     checked_index(device)
-    torch.default_generator.set_state(new_state)
+    rng.set_state(new_state)
 
 
 def get_rng_state_all() -> list[Any]:

@@ -63,3 +63,49 @@ def test_fsdp2_step_on_emu_equals_the_cpu_step(emu_env: Callable[[int], None],
     result = pytester.runpytest_subprocess("-p", "pytest_devcaps", "--devcaps-devices=emu", "-q",
                                            "-rfEs", "-p", "no:randomly")
     result.assert_outcomes(passed=1)
+
+
+DTENSOR_RANDOM = '''
+import torch
+import torch.nn as nn
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+
+
+def sharded_init(ctx):
+    torch.manual_seed(3)
+    with torch.device("meta"):
+        model = nn.Sequential(nn.Linear(8, 64), nn.Linear(64, 4))
+    fully_shard(model, mesh=init_device_mesh(ctx.device_type, (ctx.world_size,)))
+    model.to_empty(device=ctx.device)
+    for layer in model:
+        layer.reset_parameters()  # DTensor random ops: the RNG tracker reads emu's state
+    local = {n: p.to_local().cpu() for n, p in model.named_parameters()}
+    after = torch.get_device_module(ctx.device_type).get_rng_state()
+    return {"local": local, "after": after.cpu(), "next": torch.rand(2, device=ctx.device).cpu()}
+
+
+def test_sharded_random_init(distributed):
+    first = distributed.run(sharded_init, world_size=2)
+    again = distributed.run(sharded_init, world_size=2)
+    for rank in range(2):
+        for name, value in first[rank]["local"].items():
+            assert torch.equal(value, again[rank]["local"][name]), (rank, name)
+            assert value.abs().sum() > 0, (rank, name)
+    weight = "0.weight"
+    assert not torch.equal(first[0]["local"][weight], first[1]["local"][weight])
+    assert torch.equal(first[0]["after"], first[1]["after"])
+    assert torch.equal(first[0]["next"], first[1]["next"])
+'''
+
+
+def test_dtensor_random_init_on_emu_is_deterministic_and_keeps_ranks_in_step(
+        emu_env: Callable[[int], None], pytester: pytest.Pytester) -> None:
+    """reset_parameters after fully_shard (DTensor random ops, which read the device's RNG state as
+    a Philox (seed, offset) pair): runs on 2 emu ranks, gives each rank its own shard values, the
+    same in a second run, and leaves both ranks at the same RNG state."""
+    emu_env(2)
+    pytester.makepyfile(test_dtensor_random=DTENSOR_RANDOM)
+    result = pytester.runpytest_subprocess("-p", "pytest_devcaps", "--devcaps-devices=emu", "-q",
+                                           "-rfEs", "-p", "no:randomly")
+    result.assert_outcomes(passed=1)

@@ -88,13 +88,28 @@ out["mem_info"] = [0 < free <= total, total]
 out["stat_names_sorted"] = list(stats) == sorted(stats)
 out["counts"] = [stats["allocation.all.current"], stats["num_device_alloc"] >= 2]
 
-# ---- RNG state: the CPU generator's
+# ---- RNG state: a (seed, offset) pair naming a position of the CPU generator
 torch.manual_seed(7)
 state = emu.get_rng_state()
 first = torch.rand(3, device="emu").tolist()
 emu.set_rng_state(state)
 out["rng_replays"] = torch.rand(3, device="emu").tolist() == first
-out["rng_is_cpu"] = torch.equal(emu.get_rng_state(), torch.get_rng_state())
+out["rng_layout"] = [str(state.dtype), state.numel(), state[:8].view(torch.int64).item() == 7]
+with torch.testing._utils.freeze_rng_state():
+    frozen = torch.rand(3, device="emu").tolist()
+out["rng_frozen_replays"] = torch.rand(3, device="emu").tolist() == frozen
+def draws_at(offset):
+    moved = state.clone()
+    moved[8:] = torch.tensor([offset], dtype=torch.int64).view(torch.uint8)
+    emu.set_rng_state(moved)
+    return torch.rand(3, device="emu").tolist()
+base = state[8:].view(torch.int64).item()
+out["rng_offsets"] = [draws_at(base + 4) == draws_at(base + 4), draws_at(base + 4) != draws_at(base + 8),
+                      draws_at(base + 4) != first]
+try:
+    emu.set_rng_state(torch.get_rng_state()); out["rng_cpu_state"] = None
+except Exception as exc:
+    out["rng_cpu_state"] = f"{type(exc).__name__}: {exc}"
 
 # ---- module conversion keeps parameters and ties (Module._apply's shallow-copy test)
 m = nn.Linear(2, 2); w = m.weight
@@ -154,8 +169,16 @@ def test_allocator_counts_what_each_device_holds(measured: dict[str, Any]) -> No
     assert measured["counts"][1]
 
 
-def test_rng_state_is_the_cpu_generators(measured: dict[str, Any]) -> None:
-    assert measured["rng_replays"] and measured["rng_is_cpu"]
+def test_rng_state_is_a_seed_and_offset_pair_that_replays(measured: dict[str, Any]) -> None:
+    """The Philox layout DTensor reads (16 uint8: seed, offset); a state handed out replays the
+    same draws (also through freeze_rng_state); other offsets are streams: the same offset the
+    same draws, another offset others."""
+    assert measured["rng_layout"] == ["torch.uint8", 16, True]
+    assert measured["rng_replays"] and measured["rng_frozen_replays"]
+    assert measured["rng_offsets"] == [True, True, True]
+    assert measured["rng_cpu_state"] == ("DevcapsValueError: emu's RNG state is 16 uint8 values "
+                                         "(seed, offset), as torch.emu.get_rng_state() returns; "
+                                         "got a torch.uint8 tensor of 5056 elements")
 
 
 def test_to_emu_keeps_parameters_and_ties(measured: dict[str, Any]) -> None:
