@@ -14,6 +14,7 @@ from typing import Iterator, Mapping
 from pytest_devcaps import gate_table
 from pytest_devcaps.lint import layout
 from pytest_devcaps.lint.finder import NO_DEVICE_HELPER, Finder
+from pytest_devcaps.lint.gating import LocalGate
 from pytest_devcaps.lint.helpers import threadable
 from pytest_devcaps.lint.items import Construct, Item, Residue, decide
 from pytest_devcaps.lint.libraries import libraries
@@ -255,6 +256,7 @@ def _held_regions(finder: Finder, index: RegionIndex, held: dict[Span, str],
     """Hold the code of every kept gate that restricts it (and the fixtures of a kept test): a
     gate that stays keeps its test as it was. True when this held more code than before."""
     grown = False
+    gate_uses = _local_gate_uses(finder)
     for construct in finder.constructs:
         why = kept.get(_identity(construct))
         if why is None or (construct.kind == "expr" and construct.guard is None):
@@ -265,11 +267,40 @@ def _held_regions(finder: Finder, index: RegionIndex, held: dict[Span, str],
         reason = f"its gate (line {construct.span.line}) stays: {why}"
         if _lets_in_any_accelerator(construct):
             reason = OpenHold(reason)
-        for span in spans:
+        holds = [(span, reason) for span in spans]
+        for gate in _defining(finder, construct, gate_uses):
+            holds.append((index.source.span(gate.statement), OpenHold(
+                f"{gate.name} is the gate of line {construct.span.line}, which stays: {why}")))
+        for span, because in holds:
             if span not in held:
-                held[span] = reason
+                held[span] = because
                 grown = True
     return grown
+
+
+def _local_gate_uses(finder: Finder) -> list[tuple[Span, str]]:
+    """Where the file reads the gates it defines (``TEST_MULTIGPU = TEST_CUDA and ...``)."""
+    gates = finder.facts.local_gates
+    if not gates:
+        return []
+    source = finder.source
+    return [(source.span(node), node.id) for node in ast.walk(source.tree)
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in gates]
+
+
+def _defining(finder: Finder, construct: Construct, uses: list[tuple[Span, str]]) -> list[LocalGate]:
+    """The file's own gates a kept gate reads, and those they read: their definitions stay as
+    they are (widened, ``TEST_MULTIGPU`` would let the kept test run on other accelerators)."""
+    gates = finder.facts.local_gates
+    pending = [name for span, name in uses if within(span, construct.span)]
+    found: dict[str, LocalGate] = {}
+    while pending:
+        name = pending.pop()
+        if name in found or name not in gates:
+            continue
+        gate = found[name] = gates[name]
+        pending.extend(n.id for n in ast.walk(gate.expr) if isinstance(n, ast.Name) and n.id in gate.visible)
+    return list(found.values())
 
 
 def _world_size_spans(index: RegionIndex, test: ast.FunctionDef | ast.AsyncFunctionDef) -> list[Span]:

@@ -115,6 +115,40 @@ def test_a_module_gate_with_nothing_cuda_only_left_is_widened_in_place() -> None
     assert "TEST_CUDA" not in out
 
 
+HELD_FLAG = """\
+    import unittest
+
+    import torch
+    from torch.testing._internal.common_cuda import TEST_CUDA
+
+    TEST_MULTIGPU = TEST_CUDA and torch.cuda.device_count() >= 2
+
+
+    class TestPrimaryContext(unittest.TestCase):
+        @unittest.skipIf(not TEST_MULTIGPU, "only one GPU detected")
+        def test_set_device(self):
+            self.assertFalse(torch._C._cuda_hasPrimaryContext(1))
+            torch.cuda.set_device(1)
+            self.assertTrue(torch._C._cuda_hasPrimaryContext(1))
+"""
+
+
+def test_the_flag_a_kept_gate_reads_stays_as_the_file_defines_it() -> None:
+    """test_cuda_primary_ctx: ``TEST_MULTIGPU = TEST_CUDA and torch.cuda.device_count() >= 2``
+    gates a test that stays CUDA's. Widened, the flag would be true on two emu devices and run the
+    CUDA binding there; it stays, its findings left saying which gate holds it, and fixed + left
+    is found."""
+    source = textwrap.dedent(HELD_FLAG)
+    result = fix_text(source, "test_t.py")
+    assert "TEST_MULTIGPU = TEST_CUDA and torch.cuda.device_count() >= 2" in result.after
+    assert "from torch.testing._internal.common_cuda import TEST_CUDA" in result.after
+    held = [f for f in result.left.findings if "TEST_MULTIGPU is the gate of line" in f.message]
+    assert sorted(f.code for f in held) == ["DC001", "DC005"]
+    assert len({f.line for f in held}) == 1
+    counts = result.counts()
+    assert sum(counts.fixed.values()) + sum(counts.left.values()) == sum(counts.found.values())
+
+
 def test_a_module_value_a_test_reads_is_part_of_its_region() -> None:
     """test_jiterator: a module-level ``_create_jit_fn(...)`` the tests call keeps
     ``only_for="cuda"`` (no except_for, no hardware("accelerator") on the class)."""
