@@ -17,7 +17,7 @@ from pytest_devcaps.lint.finder import NO_DEVICE_HELPER, Finder
 from pytest_devcaps.lint.gating import LocalGate
 from pytest_devcaps.lint.helpers import threadable
 from pytest_devcaps.lint.items import Construct, Item, Residue, decide
-from pytest_devcaps.lint.libraries import libraries
+from pytest_devcaps.lint.libraries import accelerator_only_calls, libraries
 from pytest_devcaps.lint.records import (
     AddParameter, Analysis, Edit, EditCall, EnsureDeviceType, Finding, Hardware, RemoveUnusedImport, ReplaceExpr,
     Relayout, ReplaceStatement, Span, Target, explains, join_hardware,
@@ -128,6 +128,7 @@ def _round(parsed: SourceFile, index: RegionIndex, held: dict[Span, str], kept: 
         if any(item.suppressed for item in construct.items):
             construct.keep = "suppressed with # devcaps: allow"
     residues = [r for r in (i.residue for i in items) if r is not None] + libraries(parsed) \
+        + accelerator_only_calls(parsed) \
         + _external_residue(index, external)
     protected: list[Span] = []
     for construct in _innermost_first(finder.constructs, index):
@@ -186,7 +187,7 @@ def _hold_parametrized(items: list[Item], index: RegionIndex, residues: list[Res
         if not left:
             continue
         first = min(left, key=lambda r: r.span)
-        reason = (f"line {first.span.line} is CUDA-only ({first.what}): {node.name} is not given the device "
+        reason = (f"line {first.span.line} is {first.only} ({first.what}): {node.name} is not given the device "
                   "fixture (its [cpu] copy would run that code)")
         for span in (index.source.span(node), *index.fixture_spans(node)):
             if span not in held:
@@ -209,7 +210,7 @@ def _keep_cuda_classes(finder: Finder, index: RegionIndex, residues: list[Residu
             item.fix = None
             item.edits.clear()
             item.hardware = "cuda"
-            item.why = f"the class is CUDA's: line {first.span.line} is CUDA-only ({first.what}); keep only_for"
+            item.why = f"the class is CUDA's: line {first.span.line} is {first.only} ({first.what}); keep only_for"
 
 
 def _identity(construct: Construct) -> tuple[str, Span]:

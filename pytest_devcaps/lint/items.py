@@ -28,10 +28,12 @@ ACCELERATOR_SKIP = {
 @dataclass(frozen=True)
 class Residue:
     """Code that stays CUDA-only after the rewrite (a finding left unfixed, a CUDA-only library
-    call): a gate whose region holds one is kept."""
+    call), or that needs an accelerator (FSDP1 with no ``device_id``): a gate whose region holds
+    one is kept."""
 
     span: Span
     what: str
+    only: str = "CUDA-only"  # what the code is: "CUDA-only", "accelerator-only"
 
 
 @dataclass
@@ -160,7 +162,7 @@ def _why_kept(construct: Construct, residue: Residue | None) -> str | None:
         return (f"its reason says the test is vendor-specific ({construct.reason!r}): a person decides "
                 "whether other accelerators run it")
     if residue is not None and (need.accelerator or need.marks):
-        return f"line {residue.span.line} is CUDA-only ({residue.what}); while it stays, so does the gate"
+        return f"line {residue.span.line} is {residue.only} ({residue.what}); while it stays, so does the gate"
     if need.accelerator and not construct.device_fixture and construct.kind == "statement" \
             and construct.condition is None:
         return "an in-test skip outside a pytest test; keep it"

@@ -1,11 +1,14 @@
 """Calls into libraries that run on NVIDIA (or CUDA/ROCm) GPUs only (flash-attention, Apex,
 bitsandbytes, NVML, ...): not device checks to rewrite, but code that stays CUDA's, so a gate in
-front of it stays (:data:`pytest_devcaps.lint.rules.CUDA_ONLY_LIBRARIES`)."""
+front of it stays (:data:`pytest_devcaps.lint.rules.CUDA_ONLY_LIBRARIES`). Also FSDP1
+(``FullyShardedDataParallel``) built with no ``device_id``: it runs on the current accelerator and
+raises on CPU ranks, so the gate in front of it (``skip_if_lt_x_gpu``) stays."""
 
 from __future__ import annotations
 
 import ast
 
+from pytest_devcaps.lint.gating import dotted
 from pytest_devcaps.lint.items import Residue
 from pytest_devcaps.lint.rules import CUDA_ONLY_LIBRARIES
 from pytest_devcaps.lint.source import SourceFile
@@ -35,3 +38,35 @@ def libraries(source: SourceFile) -> list[Residue]:
     return [Residue(source.span(node), f"{node.id} ({bound[node.id]}, a CUDA-only library)")
             for node in ast.walk(source.tree)
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in bound]
+
+
+FSDP1 = "torch.distributed.fsdp.FullyShardedDataParallel"
+_FSDP1_NAMES = (FSDP1, "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel")
+FSDP1_NEEDS_AN_ACCELERATOR = (
+    "FullyShardedDataParallel with no device_id takes the current accelerator and raises \"FSDP "
+    "needs a non-CPU accelerator device\" on CPU ranks (torch/distributed/fsdp/_init_utils.py, "
+    "_init_device_handle)")
+
+
+def _fsdp1_names(tree: ast.Module) -> set[str]:
+    """What FSDP1 is called in the file: its dotted names and the names imports bind it to
+    (``from torch.distributed.fsdp import FullyShardedDataParallel as FSDP``)."""
+    names = set(_FSDP1_NAMES)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.update(alias.asname or alias.name for alias in node.names
+                         if f"{node.module}.{alias.name}" in _FSDP1_NAMES)
+        elif isinstance(node, ast.Import):
+            names.update(f"{alias.asname}.FullyShardedDataParallel" for alias in node.names
+                         if alias.asname and f"{alias.name}.FullyShardedDataParallel" in _FSDP1_NAMES)
+    return names
+
+
+def accelerator_only_calls(source: SourceFile) -> list[Residue]:
+    """Every FSDP1 construction with no ``device_id``, as residue."""
+    if "FullyShardedDataParallel" not in source.text:
+        return []
+    names = _fsdp1_names(source.tree)
+    return [Residue(source.span(node), FSDP1_NEEDS_AN_ACCELERATOR, "accelerator-only") for node in ast.walk(source.tree)
+            if isinstance(node, ast.Call) and dotted(node.func) in names
+            and not any(k.arg == "device_id" or k.arg is None for k in node.keywords)]

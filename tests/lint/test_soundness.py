@@ -149,6 +149,37 @@ def test_the_flag_a_kept_gate_reads_stays_as_the_file_defines_it() -> None:
     assert sum(counts.fixed.values()) + sum(counts.left.values()) == sum(counts.found.values())
 
 
+FSDP1_CHECKPOINT = """\
+    import torch
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    from torch.testing._internal.common_distributed import skip_if_lt_x_gpu
+    from torch.testing._internal.distributed._tensor.common_dtensor import DTensorTestBase, with_comms
+
+
+    class FsdpModelStateCheckpoint(DTensorTestBase):
+        def _check(self):
+            model = FSDP(torch.nn.Linear(8, 8, device="meta"){device_id})
+            model(torch.rand(8, 8)).sum().backward()
+
+        @with_comms
+        @skip_if_lt_x_gpu(2)
+        def test_fsdp_model_state(self):
+            self._check()
+"""
+
+
+def test_fsdp1_with_no_device_id_keeps_its_gpu_gate() -> None:
+    """test_fsdp_model_state: FullyShardedDataParallel with no device_id raises "FSDP needs a
+    non-CPU accelerator device" on CPU ranks, where requires_ranks(2) would run it: the gate
+    stays, saying why. Given a device_id, FSDP1 runs where it says and the gate converts."""
+    kept = left(FSDP1_CHECKPOINT.format(device_id=""))
+    assert len(kept) == 1 and kept[0].startswith("DC005 `@skip_if_lt_x_gpu(2)`")
+    assert "is accelerator-only (FullyShardedDataParallel with no device_id" in kept[0]
+    assert unchanged(FSDP1_CHECKPOINT.format(device_id=""))
+    converted = fix(FSDP1_CHECKPOINT.format(device_id=", device_id=self.rank"))
+    assert "@requires_ranks(2)" in converted and "skip_if_lt_x_gpu" not in converted
+
+
 def test_a_module_value_a_test_reads_is_part_of_its_region() -> None:
     """test_jiterator: a module-level ``_create_jit_fn(...)`` the tests call keeps
     ``only_for="cuda"`` (no except_for, no hardware("accelerator") on the class)."""
