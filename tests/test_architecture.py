@@ -473,3 +473,26 @@ def test_the_docstring_check_sees_a_stale_name() -> None:
     assert refs == ["pytest_devcaps.lint.gates", "pytest_devcaps.parallel.xdist_hooks", "pytest_devcaps.lint.model"]
     assert not any(_resolves(ref, modules) for ref in refs)
     assert _resolves("pytest_devcaps.parallel.xdist_handshake", modules)
+
+
+#: Folders of tests/ named otherwise than a room: the test data, the kernels package
+#: (devcaps_kernels), and the _util room (a folder named _util would read as private).
+TEST_FOLDERS = {"data": None, "kernels": "devcaps_kernels", "util": "_util"}
+#: The test modules at the top of tests/: about the whole project, not one room.
+PROJECT_TESTS = {"test_architecture.py", "test_contracts.py", "test_packaging.py", "test_precommit.py",
+                 "test_readme_profiles.py", "test_sdist.py", "test_typing.py"}
+
+
+def test_the_tests_mirror_the_rooms() -> None:
+    """tests/ has one folder per room it tests (the lint's tests all in tests/lint), and at its top
+    only the project's own checks."""
+    tests = ROOT / "tests"
+    rooms = set(_layers())
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and not p.name.startswith((".", "__"))}
+    strays = sorted(f for f in folders if f not in rooms and f not in TEST_FOLDERS)
+    assert not strays, f"test folders that name no room: {strays}"
+    flat = {p.name for p in tests.glob("test_*.py")}
+    assert flat <= PROJECT_TESTS, f"test modules of one room at the top of tests/: {sorted(flat - PROJECT_TESTS)}"
+    lint_elsewhere = sorted(str(p.relative_to(tests)) for p in tests.rglob("test_*lint*.py")
+                            if p.parent.name != "lint")
+    assert not lint_elsewhere, f"lint tests outside tests/lint: {lint_elsewhere}"

@@ -79,7 +79,7 @@ def test_the_unpacked_tests_run_against_the_package_built_from_it(
     assert collected.returncode == 0, collected.stdout[-3000:] + collected.stderr[-3000:]
     assert "tests/distributed/test_world_reuse.py::" in collected.stdout
     ran = subprocess.run([sys.executable, "-m", "pytest", "-q", "tests/report/test_merge.py",
-                          "tests/test_qualnames.py"], cwd=unpacked, env=env, capture_output=True,
+                          "tests/util/test_qualnames.py"], cwd=unpacked, env=env, capture_output=True,
                          text=True, timeout=600)
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
     assert " passed" in ran.stdout.splitlines()[-1] and "failed" not in ran.stdout.splitlines()[-1]

@@ -4,7 +4,7 @@ build a gate's need from the table (``sm_gate``, ``platform_gate``, the gate tab
 finder (``lint.finder``, ``lint.gating``) looks patterns up here and the codemod writes what this
 table says.
 
-Capability names appear in this module only (``tests/test_lint_rules.py`` checks that each one
+Capability names appear in this module only (``tests/lint/test_lint_rules.py`` checks that each one
 exists in the shipped catalogue), so renaming a capability is a one-line change here.
 
 Where a gate's meaning comes from: an NVIDIA SM-level gate (``SM*OrLater``,

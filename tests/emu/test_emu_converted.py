@@ -1,5 +1,5 @@
 """Issue 27: a converted file runs on a device that is not CUDA. The golden inputs of the lint
-(tests/lint_golden/) and their ``--target devcaps`` conversions run under the plugin with 2 emu
+(tests/lint/golden/) and their ``--target devcaps`` conversions run under the plugin with 2 emu
 devices next to the CPU; no test may do worse than the original did, per test and device."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("libcst", reason="--fix needs the lint extra (pytest-devcaps[lint])")
 from pytest_devcaps.lint.fix import fix_text  # noqa: E402
 
-GOLDEN = Path(__file__).resolve().parent.parent / "lint_golden"
+GOLDEN = Path(__file__).resolve().parent.parent / "lint" / "golden"
 FILES = ("multiprocess_style", "device_type_style", "torchao_style")
 BAD = ("failure", "error")
 

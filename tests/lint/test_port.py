@@ -1,7 +1,7 @@
 """Issue 18: ``devcaps lint --fix`` converts inside unittest.TestCase classes and helpers, in
 two vocabularies (``--target devcaps`` / ``--target torch``): one rule at a time on minimal
 inputs of the real patterns, the wrong edits of the issue as regressions, the workflow flags,
-and whole files (tests/lint_golden/) whose converted output is ruff-format clean and runs here."""
+and whole files (tests/lint/golden/) whose converted output is ruff-format clean and runs here."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from pytest_devcaps.lint.fix import fix_text  # noqa: E402  (after the importors
 
 from test_layout import linter_errors  # noqa: E402  (tests/lint is on sys.path, as for fleet_data)
 
-GOLDEN = Path(__file__).resolve().parent.parent / "lint_golden"
+GOLDEN = Path(__file__).resolve().parent / "golden"
 FILES = ["multiprocess_style", "device_type_style", "torchao_style"]
 # the idiom that is right on every build: a CUDA build without a GPU answers "cuda" to plain
 # current_accelerator() (issue 33), None with check_available=True; as ruff format lays it out
@@ -431,7 +431,7 @@ def test_fix_reports_per_file_counts(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 
 def test_pre_commit_hooks_run_devcaps_lint() -> None:
-    text = (GOLDEN.parent.parent / ".pre-commit-hooks.yaml").read_text()
+    text = (GOLDEN.parents[2] / ".pre-commit-hooks.yaml").read_text()
     assert "entry: devcaps lint --fix" in text and "id: devcaps-lint" in text
 
 

@@ -15,7 +15,7 @@ import pytest
 from pytest_devcaps.commands.main import main
 from pytest_devcaps.lint import analyze, classify_file, lint_paths, lint_source
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
 FIXTURES = DATA / "lint"
 

@@ -20,7 +20,7 @@ from pytest_devcaps.lint import analyze
 pytest.importorskip("libcst", reason="--fix needs the lint extra (pytest-devcaps[lint])")
 from pytest_devcaps.lint.fix import fix_text  # noqa: E402  (after the importorskip)
 
-FIXTURES = Path(__file__).resolve().parent / "data" / "lint"
+FIXTURES = Path(__file__).resolve().parents[1] / "data" / "lint"
 ALL = sorted(p.name.removesuffix(".py.txt") for p in FIXTURES.glob("*.py.txt") if ".fixed." not in p.name)
 # Fixtures that import only torch and pytest, so the converted file runs here.
 RUNNABLE = ["pytest_cuda", "float8_style", "transformers_style", "distributed_pytest", "module_gates"]
