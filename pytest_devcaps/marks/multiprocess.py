@@ -66,6 +66,8 @@ class World:
     size: int
     device_type: str
     device_source: str
+    backend: str | None = None  # the process-group backend the class itself initializes
+    backend_source: str = ""
 
 
 def wanted(marks: Iterable[pytest.Mark]) -> int:
@@ -150,7 +152,26 @@ def world_of(cls: type | None, method: str, test_name: str = "") -> World:
                           "world with the distributed fixture, which checks the devices itself")
     test = _instance(cls, method)
     device_type, source = world_device_type(test, cls)
-    return World(cls.__name__, _size(cls, method, test, device_type), device_type, source)
+    backend, backend_source = class_backend(cls)
+    return World(cls.__name__, _size(cls, method, test, device_type), device_type, source,
+                 backend, backend_source)
+
+
+_FSDP_TEST = ("torch.testing._internal.common_fsdp", "FSDPTest")
+
+
+def class_backend(cls: type) -> tuple[str | None, str]:
+    """The process-group backend ``cls`` initializes whatever the device, where it says so:
+    PyTorch's ``FSDPTest._run`` calls ``init_process_group(backend=DISTRIBUTED_BACKEND)``, a
+    module constant of ``common_fsdp`` (nccl, hccl or xccl for CUDA, HPU, XPU; gloo for anything
+    else, an out-of-tree accelerator included), then a barrier on the current accelerator.
+    (None, ""): the class takes the device type's default backend (``DTensorTestBase.backend``)."""
+    for base in cls.__mro__:
+        if (base.__module__, base.__qualname__) == _FSDP_TEST:
+            backend = getattr(sys.modules.get(_FSDP_TEST[0]), "DISTRIBUTED_BACKEND", None)
+            if isinstance(backend, str):
+                return backend, "common_fsdp.DISTRIBUTED_BACKEND (FSDPTest._run)"
+    return None, ""
 
 
 def _missing(n: int, world: World, found: str, source: str, why: str) -> Missing:
@@ -168,6 +189,8 @@ def _backend_missing(n: int, world: World) -> Missing | None:
         return _missing(n, world, "no torch.distributed", "torch.distributed.is_available",
                         f"requires {n} ranks on {kind}; torch.distributed is not available in "
                         f"this torch build ({where})")
+    if world.backend is not None:
+        return _class_backend_missing(n, world, where)
     backend = default_dist_backend(kind)
     if backend is None:
         return _missing(n, world, "no process-group backend",
@@ -179,6 +202,25 @@ def _backend_missing(n: int, world: World) -> Missing | None:
                         f"requires {n} ranks on {kind}; the default process-group backend for "
                         f"device type {kind}, {backend}, is not available in this torch build "
                         f"({where})")
+    return None
+
+
+def _class_backend_missing(n: int, world: World, where: str) -> Missing | None:
+    """Check 3 for a class that names its own backend: built, and serving the world's device
+    type (``torch.distributed.Backend.backend_capability``: gloo serves cpu and cuda)."""
+    import torch.distributed as dist
+
+    kind, backend, source = world.device_type, str(world.backend), world.backend_source
+    if not dist.is_backend_available(backend):
+        return _missing(n, world, f"backend {backend} not built", source,
+                        f"requires {n} ranks on {kind}; {world.owner} initializes {backend} "
+                        f"({source}), which this torch build lacks ({where})")
+    served = getattr(dist.Backend, "backend_capability", {}).get(backend, [])
+    if kind.split(":")[0] not in served:
+        return _missing(n, world, f"{backend} serves {', '.join(served) or 'no device type'}", source,
+                        f"requires {n} ranks on {kind}; {world.owner} initializes {backend} "
+                        f"({source}), which has no {kind} support (it serves "
+                        f"{', '.join(served) or 'no device type'}) ({where})")
     return None
 
 

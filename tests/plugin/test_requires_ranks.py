@@ -376,6 +376,36 @@ def test_a_backend_this_torch_lacks_and_no_torch_distributed(monkeypatch: pytest
         "device type from no accelerator)")
 
 
+def test_an_fsdp_test_world_needs_its_own_backend_to_serve_the_device() -> None:
+    """FSDPTest._run initializes common_fsdp.DISTRIBUTED_BACKEND (gloo where CUDA, HPU and XPU
+    are absent), then a barrier on the current accelerator: on a device gloo does not serve (an
+    out-of-tree one) it failed with "No backend type associated with device type emu"; it skips,
+    saying which backend the class starts. On the CPU gloo serves, and the world runs."""
+    from torch.testing._internal.common_fsdp import DISTRIBUTED_BACKEND, FSDPTest
+
+    class TestSharded(FSDPTest):
+        @property
+        def world_size(self) -> int:
+            return 2
+
+        def test_a(self) -> None:
+            pass
+
+    source = "common_fsdp.DISTRIBUTED_BACKEND (FSDPTest._run)"
+    assert multiprocess.class_backend(TestSharded) == (DISTRIBUTED_BACKEND, source)
+    assert world_of(TestSharded, "test_a").backend == DISTRIBUTED_BACKEND
+    assert multiprocess.class_backend(_Sized) == (None, "")  # the device type's default backend
+    world = World("TestSharded", 2, "acme", "X.device_type", "gloo", source)
+    missing = shortfall(2, world, _Registry(acme=2), _never)  # type: ignore[arg-type]
+    served = ", ".join(dist.Backend.backend_capability["gloo"])
+    assert missing is not None and missing.reason == (
+        f"requires 2 ranks on acme; TestSharded initializes gloo ({source}), which has no acme "
+        f"support (it serves {served}) (TestSharded; device type from X.device_type)")
+    assert missing.found == f"gloo serves {served}"
+    on_cpu = World("TestSharded", 2, "cpu", "no accelerator", "gloo", source)
+    assert shortfall(2, on_cpu, _Registry(cpu=1), _never) is None  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize(("count", "share", "expected"), [
     (2, False, None),
     (1, True, None),
