@@ -260,6 +260,8 @@ def _held_regions(finder: Finder, index: RegionIndex, held: dict[Span, str],
     gate_uses = _local_gate_uses(finder)
     for construct in finder.constructs:
         why = kept.get(_identity(construct))
+        if why is None and construct.holds_world_size:
+            grown = _hold_world_size(construct, index, held) or grown
         if why is None or (construct.kind == "expr" and construct.guard is None):
             continue  # a flag's value flows elsewhere: its uses are gates of their own
         spans = construct.anchors if construct.anchors is not None else (index.source.span(index.source.tree),)
@@ -302,6 +304,19 @@ def _defining(finder: Finder, construct: Construct, uses: list[tuple[Span, str]]
         gate = found[name] = gates[name]
         pending.extend(n.id for n in ast.walk(gate.expr) if isinstance(n, ast.Name) and n.id in gate.visible)
     return list(found.values())
+
+
+def _hold_world_size(construct: Construct, index: RegionIndex, held: dict[Span, str]) -> bool:
+    """A gate kept as written although it lets other accelerators in (``--target torch``'s
+    ``skip_if_lt_x_gpu``): its test's code is rewritten, but the class's world_size stays."""
+    if construct.keep is None or not isinstance(construct.anchor, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    grown = False
+    for span in _world_size_spans(index, construct.anchor):
+        if span not in held:
+            held[span] = OpenHold(f"its gate (line {construct.span.line}) stays: {construct.keep}")
+            grown = True
+    return grown
 
 
 def _world_size_spans(index: RegionIndex, test: ast.FunctionDef | ast.AsyncFunctionDef) -> list[Span]:

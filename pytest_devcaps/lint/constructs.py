@@ -134,6 +134,7 @@ class GateReader:
                                   "HPU and XPU devices); torch has no decorator for n ranks and a "
                                   "process-group backend: keep it, or convert with --target devcaps")
                 construct.generic = True  # every accelerator it counts runs the test's code
+                construct.holds_world_size = True  # but only those: FSDPTest's world on emu fails
             self.constructs.append(construct)
         if rule.device_type_only:
             construct.keep = KEEP_DEVICE_TYPE if device_type_class else (

@@ -123,6 +123,9 @@ class Construct:
     # guards is rewritten as any other)
     generic: bool = False
     replacement: tuple[str, ...] | None = None  # the decorators it becomes (None: from its need)
+    # kept as written on a multi-process test: its class's world_size stays too (a CUDA count
+    # there is what keeps the ranks off a device the gate would not let in)
+    holds_world_size: bool = False
 
     @property
     def restricts(self) -> bool:

@@ -714,3 +714,17 @@ def test_a_kept_multi_process_gate_holds_the_world_size_and_its_code() -> None:
     result = fix_text(source, "t.py")
     assert result.after == result.before
     assert sum(result.counts().fixed.values()) == 0
+
+
+def test_under_target_torch_the_kept_multi_process_gate_holds_the_world_size() -> None:
+    """test_fully_shard_overlap under --target torch: skip_if_lt_x_gpu stays as written, and so
+    does ``world_size = min(2, torch.cuda.device_count())``. Widened to the accelerator count, the
+    world was 2 on two emu devices, and FSDPTest's gloo barrier failed there before the gate ran
+    (the test had skipped)."""
+    result = fix_text(textwrap.dedent(MULTIPROCESS_KEPT), "t.py", "torch")
+    assert "return min(2, torch.cuda.device_count())" in result.after
+    assert "@skip_if_lt_x_gpu(2)" in result.after
+    held = [f for f in result.left.findings if "device_count" in f.message]
+    assert held and all("its gate (line" in f.message and "stays" in f.message for f in held)
+    counts = result.counts()
+    assert sum(counts.fixed.values()) + sum(counts.left.values()) == sum(counts.found.values())
