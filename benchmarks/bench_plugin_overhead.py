@@ -5,7 +5,15 @@
 - ``device``: N tests, every one taking the ``device`` fixture and a ``requires_capability``
   marker. The plain run gets a conftest with a stand-in ``device`` fixture and the markers
   registered as no-ops, so both runs execute the same bodies and import torch. Serial and
-  ``-n 2``. Target: <= 1.10x.
+  ``-n 2``. Target: <= 1.10x (issue 32: <= 1.06x).
+- ``hand-parametrized`` (issue 32): the same N tests with the device parametrized by hand
+  (``@pytest.mark.parametrize("device", [torch.device("cpu")], ids=["cpu"])``, the markers
+  no-ops) under plain pytest, against the plugin's device fixture. Target: <= 1.01x.
+- ``--callgrind``: instructions instead of seconds (``valgrind --tool=callgrind``, one serial run
+  each after a native warm-up run, ``PYTHONHASHSEED=0``): the device comparisons above, and the
+  torch-free suite with every entry point of ours loaded by autoload (the other installed
+  pytest plugins blocked with ``-p no:NAME``, so they are not even imported) against
+  ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1`` (issue 32: <= 1.03x).
 
 Plugins autoload as in any environment where they are installed; other plugins that change the
 work per test (pytest-randomly, pytest-timeout) are disabled in both runs, so nothing but the
@@ -17,12 +25,14 @@ seconds of the pytest processes (user + sys of every child: steadier on a shared
 
     python benchmarks/bench_plugin_overhead.py [--free 300] [--tests 2000 10000] [--workers 0 2]
                                                [--repeat 3]
+    python benchmarks/bench_plugin_overhead.py --callgrind --free 300 --tests 500
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -46,6 +56,12 @@ def device():
 DEVICE_HEADER = "import pytest\nimport torch\n\n"
 DEVICE_TEST = '''
 @pytest.mark.requires_capability("dist.gloo")
+def test_device_{i}(device):
+    assert device.type == "cpu"
+'''
+PARAMETRIZED_TEST = '''
+@pytest.mark.requires_capability("dist.gloo")
+@pytest.mark.parametrize("device", [torch.device("cpu")], ids=["cpu"])
 def test_device_{i}(device):
     assert device.type == "cpu"
 '''
@@ -92,6 +108,36 @@ def compare(name: str, plain: tuple[Path, list[str]], plugin: tuple[Path, list[s
           flush=True)
 
 
+def instructions(root: Path, args: list[str], env: dict[str, str]) -> int:
+    """Instructions of one serial pytest run (valgrind --tool=callgrind), after a native warm-up."""
+    timed_run(root, args, env)
+    with tempfile.TemporaryDirectory(prefix="devcaps-callgrind-") as tmp:
+        out = Path(tmp, "callgrind.out")
+        argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-m", "pytest",
+                "-q", "-p", "no:cacheprovider", *args]
+        proc = subprocess.run(argv, cwd=root, env={**env, "PYTHONHASHSEED": "0"}, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise SystemExit(f"pytest under valgrind failed ({proc.returncode}) in {root}:\n{proc.stderr[-2000:]}")
+        totals = re.search(r"^(?:summary|totals): (\d+)", out.read_text(), re.MULTILINE)
+        if totals is None:
+            raise SystemExit(f"no instruction total in {out}")
+        return int(totals.group(1))
+
+
+def compare_instructions(name: str, plain: tuple[Path, list[str], dict[str, str]],
+                         plugin: tuple[Path, list[str], dict[str, str]], target: float) -> None:
+    p, d = instructions(*plain), instructions(*plugin)
+    print(f"{name:<44} plain {p:>15,}  devcaps {d:>15,}  ratio {d / p:6.3f}x instructions "
+          f"(target <= {target:.2f}x: {'met' if d / p <= target else 'NOT met'})", flush=True)
+
+
+def other_plugins() -> list[str]:
+    """``-p no:NAME`` for every installed pytest11 entry point but ours (devcaps, devcaps-emu)."""
+    from importlib.metadata import entry_points
+
+    return [arg for ep in entry_points(group="pytest11") if not ep.name.startswith("devcaps") for arg in ("-p", f"no:{ep.name}")]
+
+
 def _best(runs: list[tuple[float, float]]) -> tuple[float, float]:
     return min(r[0] for r in runs), min(r[1] for r in runs)
 
@@ -104,6 +150,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=[0, 2],
                         help="xdist workers (0: serial)")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--callgrind", action="store_true", help="count instructions (valgrind), serial runs")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="devcaps-bench-") as tmp:
         env = dict(os.environ, PYTEST_DEVCAPS_CACHE_DIR=str(Path(tmp, "cache")))
@@ -115,17 +162,33 @@ def main() -> None:
         serial, plain = [*base, "-p", "no:xdist"], ["-p", "no:devcaps"]
         free = Path(tmp, "free")
         generate(free, args.free, FREE_HEADER, FREE_TEST)
-        compare(f"torch-free {args.free}, serial", (free, [*serial, *plain]), (free, serial), env,
-                args.repeat)
+        if args.callgrind:
+            compare_instructions(f"torch-free {args.free}, autoload off vs ours",
+                                 (free, [], {**env, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}),
+                                 (free, other_plugins(), env), 1.03)
+        else:
+            compare(f"torch-free {args.free}, serial", (free, [*serial, *plain]), (free, serial), env,
+                    args.repeat)
         for count in args.tests:
             plain_root, plugin_root = Path(tmp, f"plain{count}"), Path(tmp, f"plugin{count}")
+            hand_root = Path(tmp, f"hand{count}")
             generate(plain_root, count, DEVICE_HEADER, DEVICE_TEST)
             generate(plugin_root, count, DEVICE_HEADER, DEVICE_TEST)
+            generate(hand_root, count, DEVICE_HEADER, PARAMETRIZED_TEST)
             (plain_root / "conftest.py").write_text(PLAIN_CONFTEST)
+            (hand_root / "conftest.py").write_text(PLAIN_CONFTEST.split("@pytest.fixture")[0])
+            if args.callgrind:
+                compare_instructions(f"device+marker {count} vs stand-in fixture",
+                                     (plain_root, [*serial, *plain], env), (plugin_root, serial, env), 1.06)
+                compare_instructions(f"device+marker {count} vs hand-parametrized",
+                                     (hand_root, [*serial, *plain], env), (plugin_root, serial, env), 1.01)
+                continue
             for workers in args.workers:
                 mode = [*base, "-n", str(workers)] if workers else serial
                 label = f"device+marker {count}, " + (f"-n {workers}" if workers else "serial")
                 compare(label, (plain_root, [*mode, *plain]), (plugin_root, mode), env, args.repeat)
+            compare(f"hand-parametrized {count}, serial", (hand_root, [*serial, *plain]), (plugin_root, serial),
+                    env, args.repeat)
 
 
 if __name__ == "__main__":
