@@ -209,8 +209,10 @@ def _keep_cuda_classes(finder: Finder, index: RegionIndex, residues: list[Residu
             first = min(left, key=lambda r: r.span)
             item.fix = None
             item.edits.clear()
-            item.hardware = "cuda"
-            item.why = f"the class is CUDA's: line {first.span.line} is {first.only} ({first.what}); keep only_for"
+            cuda = first.only == "CUDA-only"
+            item.hardware = "cuda" if cuda else "accelerator"
+            whose = "the class is CUDA's" if cuda else "the class needs an accelerator"
+            item.why = f"{whose}: line {first.span.line} is {first.only} ({first.what}); keep only_for"
 
 
 def _identity(construct: Construct) -> tuple[str, Span]:

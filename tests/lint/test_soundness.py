@@ -205,6 +205,29 @@ def test_a_module_value_a_test_reads_is_part_of_its_region() -> None:
     assert any("only_for" in f and "the class is CUDA's" in f for f in left(source))
 
 
+def test_only_cuda_stays_on_a_class_that_builds_fsdp1_with_no_device_id() -> None:
+    """FSDP1 with no device_id runs on an accelerator, not the CPU: only_for stays, and the
+    finding says the class needs an accelerator (not that it is CUDA's)."""
+    source = """\
+        import torch
+        from torch.distributed.fsdp import FullyShardedDataParallel
+        from torch.testing._internal.common_device_type import instantiate_device_type_tests
+        from torch.testing._internal.common_utils import TestCase
+
+
+        class TestWrap(TestCase):
+            def test_wrap(self, device):
+                model = FullyShardedDataParallel(torch.nn.Linear(2, 2))
+                self.assertIsNotNone(model)
+
+
+        instantiate_device_type_tests(TestWrap, globals(), only_for="cuda")
+        """
+    assert 'only_for="cuda"' in fix(source)
+    kept = [f for f in left(source) if "only_for" in f]
+    assert kept and all("the class needs an accelerator: line" in f and "accelerator-only" in f for f in kept)
+
+
 def test_only_cuda_stays_on_a_test_that_keeps_cuda_only_code() -> None:
     out = fix("""\
         import torch
