@@ -113,9 +113,8 @@ def fix_text(text: str, path: str = "<string>", target: Target = "devcaps",
         return analyze(source, path, target, untouched=kept, external_fixtures=external_fixtures)
 
     first = read(text)
-    current = text
+    current, analysis = text, first  # ``analysis`` is always the one of ``current``
     for _ in range(MAX_ROUNDS):
-        analysis = first if current is text else read(current)
         if not analysis.readable or not analysis.edits:
             break
         try:
@@ -130,8 +129,8 @@ def fix_text(text: str, path: str = "<string>", target: Target = "devcaps",
                            "nothing written. Please report this with the file.") from None
         if new == current:
             break
-        current = new
-    left = first if current is text else read(current)
+        current, analysis = new, read(new)
+    left = analysis
     if not left.readable:  # the rewrite reads as a DC000 (deeper than the walks go): keep the file
         raise FixError(f"{path}: {left.findings[0].message}; nothing written")
     counts = file_counts(path, first.findings, left.findings)

@@ -117,13 +117,14 @@ def _visitor(removals: list[Removal]) -> RemoveImportsVisitor:
     return RemoveImportsVisitor(context)
 
 
-def remove_imports(module: cst.Module, removals: list[Removal]) -> cst.Module:
+def remove_imports(module: cst.Module, removals: list[Removal], tree: ast.Module | None = None) -> cst.Module:
     """``RemoveImportsVisitor`` with ``removals`` scheduled, over ``module``: the same result.
     A removal of an import that is surely read is dropped (the visitor keeps it); when every
     other one is surely unread (and so goes), the visitor is run on the top-level import lines
-    alone (in one small module), where it decides the same; otherwise on the whole module."""
+    alone (in one small module), where it decides the same; otherwise on the whole module.
+    ``tree``: ``module``'s code as parsed by ``ast`` where the caller has it (None: parsed here)."""
     try:
-        uses = _Uses(ast.parse(module.code))
+        uses = _Uses(tree if tree is not None else ast.parse(module.code))
     except SyntaxError:
         return _visitor(removals).transform_module(module) if removals else module
     removals = [r for r in removals if not uses.surely_read(r)]

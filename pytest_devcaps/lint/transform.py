@@ -12,6 +12,7 @@ optional ``lint`` extra) is installed.
 from __future__ import annotations
 
 import ast
+import bisect
 import re
 from collections import defaultdict
 from dataclasses import replace
@@ -60,6 +61,14 @@ class _Plan:
         self.layouts: list[object] = []  # lint.layout.ClassLayout, applied last
         for edit in edits:
             self._add(edit)
+        # the first line of every span an edit is for: a statement or expression whose lines hold
+        # none of them holds no edited node (a node's lines hold its descendants')
+        self.lines = sorted({span.line for table in (self.exprs, self.calls, self.decorators, self.statements)
+                             for span in table})
+
+    def touches(self, first: int, last: int) -> bool:
+        index = bisect.bisect_left(self.lines, first)
+        return index < len(self.lines) and self.lines[index] <= last
 
     def _add(self, edit: Edit) -> None:
         if isinstance(edit, ReplaceExpr):
@@ -118,6 +127,17 @@ class Transformer(cst.CSTTransformer):
 
     def expression(self, text: str) -> cst.BaseExpression:
         return cst.parse_expression(self.code(text))
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        """Skip a line of simple statements or an expression that holds no edit (most of a file):
+        only its children would be visited, and none of them is edited. (Compound statements
+        are always visited: a ``def``'s position leaves out its decorators, an ``if``'s its
+        ``else``.)"""
+        if type(node) in _SKIPPABLE:
+            position = self.get_metadata(PositionProvider, node)
+            if not self.plan.touches(position.start.line, position.end.line):
+                return False
+        return super().on_visit(node)
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> Result:  # type: ignore[override]
         result = super().on_leave(original_node, updated_node)
@@ -211,6 +231,17 @@ class Transformer(cst.CSTTransformer):
         return _unique_decorators(decorators)
 
 
+def _concrete(base: type) -> set[type]:
+    found: set[type] = {base} if not getattr(base, "__abstractmethods__", None) else set()
+    for sub in base.__subclasses__():
+        found |= _concrete(sub)
+    return found
+
+
+# a set of classes, not an isinstance test on LibCST's abstract bases: on_visit runs for every node
+_SKIPPABLE = frozenset(_concrete(cst.BaseExpression) | {cst.SimpleStatementLine})
+
+
 def _unique_decorators(decorators: list[cst.Decorator]) -> list[cst.Decorator]:
     """A decorator written twice (a mark and a rewritten gate saying the same) once."""
     seen: set[str] = set()
@@ -294,9 +325,11 @@ def _imports(context: CodemodContext, inserted: list[str], module: cst.Module) -
             if re.search(rf"(?<![\w.]){name}\(|^{name}$", code):
                 AddImportsVisitor.add_needed_import(context, module_name, name)
         out.append(code)
-    for module_name in sorted({m for code in inserted for prefix, m in IMPORTS
-                               if re.search(r"(?<![\w.])" + re.escape(prefix), code)}):
-        if not re.search(rf"^\s*import {re.escape(module_name)}\s*$", module.code, re.MULTILINE):
+    wanted = sorted({m for code in inserted for prefix, m in IMPORTS
+                     if re.search(r"(?<![\w.])" + re.escape(prefix), code)})
+    written = module.code if wanted else ""  # once: a whole file's code generation
+    for module_name in wanted:
+        if not re.search(rf"^\s*import {re.escape(module_name)}\s*$", written, re.MULTILINE):
             AddImportsVisitor.add_needed_import(context, module_name)
     return out
 
@@ -362,13 +395,10 @@ def _add_device_type(module: cst.Module, statement: str = rules.DEVICE_TYPE_STAT
     return module.with_changes(body=body)
 
 
-def _orphaned_imports(before: str, after: cst.Module) -> list[tuple[str, str | None, str | None]]:
-    """Module-level imports the rewrite left unused: bound names read in ``before`` and no
-    more in ``after`` ((module, name, asname) for RemoveImportsVisitor; F401 otherwise)."""
-    try:
-        old, new = ast.parse(before), ast.parse(after.code)
-    except SyntaxError:
-        return []
+def _orphaned_imports(old: ast.Module, new: ast.Module) -> list[tuple[str, str | None, str | None]]:
+    """Module-level imports the rewrite left unused: bound names read in ``old`` (the file
+    before) and no more in ``new`` ((module, name, asname) for RemoveImportsVisitor; F401
+    otherwise)."""
     read_before, read_after = _loaded_names(old), _loaded_names(new)
     found: list[tuple[str, str | None, str | None]] = []
     for statement in new.body:
@@ -425,13 +455,9 @@ def _tidy_imports(module: cst.Module, original: str) -> cst.Module:
     return module.with_changes(body=body)
 
 
-def torch_name(text: str) -> str:
+def torch_name(tree: ast.Module) -> str:
     """The name the module binds torch to: ``torch``, or ``th`` for ``import torch as th`` alone
     (new code goes through that name rather than import torch a second time)."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return "torch"
     aliases = [a.asname or a.name for s in tree.body if isinstance(s, ast.Import) for a in s.names
                if a.name == "torch"]
     return "torch" if not aliases or "torch" in aliases else aliases[0]
@@ -444,8 +470,10 @@ def through_torch_name(code: str, name: str) -> str:
 def rewrite(text: str, edits: Sequence[Edit]) -> str:
     """``text`` with ``edits`` applied and the imports the new code names added."""
     plan = _Plan(edits)
-    transformer = Transformer(plan, torch_name(text))
-    module = MetadataWrapper(cst.parse_module(text)).visit(transformer)
+    before = ast.parse(text)  # the analysis read it: it parses
+    transformer = Transformer(plan, torch_name(before))
+    # a tree parsed here and used only here: no defensive copy (a whole second tree)
+    module = MetadataWrapper(cst.parse_module(text), unsafe_skip_copy=True).visit(transformer)
     inserted = list(transformer.inserted)
     if plan.device_type:
         statement = through_torch_name(rules.DEVICE_TYPE_STATEMENT, transformer.torch_name)
@@ -461,10 +489,16 @@ def rewrite(text: str, edits: Sequence[Edit]) -> str:
             AddImportsVisitor.add_needed_import(
                 context, COMMON_UTILS if name == "HardwareClassification" else COMMON_DEVICE_TYPE, name)
     _imports(context, inserted, module)
-    module = module.visit(_ShortenQualified())
+    if any(prefix in code for code in inserted for prefix in QUALIFIED_FROM):  # a whole-tree walk
+        module = module.visit(_ShortenQualified())
     module = add_imports(context, module)  # the visitor, over the only statements it changes
-    orphaned = _orphaned_imports(text, module)
+    try:
+        after: ast.Module | None = ast.parse(module.code)
+    except SyntaxError:
+        after = None
+    orphaned = _orphaned_imports(before, after) if after is not None else []
     if plan.unused or orphaned:
         removals = [(u.module, u.name or None, u.asname) for u in plan.unused] + list(orphaned)
-        module = remove_imports(module, removals)  # the visitor; over the whole module only when in doubt
+        # the visitor; over the whole module only when in doubt
+        module = remove_imports(module, removals, after)
     return _tidy_imports(module, text).code
