@@ -233,7 +233,8 @@ class Transformer(cst.CSTTransformer):
 
 def _concrete(base: type) -> set[type]:
     found: set[type] = {base} if not getattr(base, "__abstractmethods__", None) else set()
-    for sub in base.__subclasses__():
+    subclasses: list[type] = base.__subclasses__()
+    for sub in subclasses:
         found |= _concrete(sub)
     return found
 
