@@ -96,6 +96,7 @@ class TargetResult:
     changed: bool = False
     runs: dict[str, dict[str, Any]] = field(default_factory=dict)  # environment -> comparison summary
     test_linter: list[str] | None = None  # TEST_LINTER errors (names + lines), torch target, 2.14.1
+    left_why: dict[str, int] = field(default_factory=dict)  # WHY_LEFT category -> left findings
 
 
 @dataclass
@@ -162,15 +163,40 @@ def lint_json(path: Path) -> tuple[dict[str, int], int]:
 
 
 def fix_json(path: Path, target: str, devcaps: str = DEVCAPS) -> tuple[dict[str, Any] | None, str]:
-    """``devcaps lint --fix --target T --format json`` on ``path``: (its migration entry, note)."""
+    """``devcaps lint --fix --target T --format json`` on ``path``: (its migration entry, note);
+    the entry also holds ``messages``, those of the findings the rewrite left."""
     done = _devcaps("--fix", "--target", target, "--format", "json", path.name, cwd=path.parent, devcaps=devcaps)
     errors = [line for line in done.stderr.splitlines() if "error" in line.lower()]
     try:
-        migration = json.loads(done.stdout).get("migration") or []
+        report = json.loads(done.stdout)
     except ValueError:
         return None, f"exit {done.returncode}: {'; '.join(errors[:2]) or done.stderr[-300:]}"
-    entry = next((m for m in migration if Path(m["path"]).name == path.name), None)
+    entry = next((m for m in report.get("migration") or [] if Path(m["path"]).name == path.name), None)
+    if entry is not None:
+        entry["messages"] = [f["message"] for item in report.get("files") or []
+                             if Path(item["path"]).name == path.name for f in item["findings"] if f["code"] != "DC000"]
     return entry, "; ".join(errors[:2])
+
+
+# Why a finding is left, read from the "not fixed: ..." part of its message, first match wins:
+# the code is CUDA's (the rewrite would widen code that stays CUDA-only: issue 27's item 1),
+# the author's vendor set or architecture (kept for precision: item 2), what torch itself has no
+# decorator for (--target torch), or the lint could not rewrite it (the rest: a person finishes
+# it, or the lint learns it).
+WHY_LEFT: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("CUDA-only code (kept, not widened)", (
+        "is CUDA-only", "about CUDA itself", "no device-generic replacement", "accelerator-only", "the class is CUDA's",
+        "CUDA-only library", "CUDA-specific")),
+    ("the author's vendor set or architecture (kept as precise)", (
+        "sm_90", "names the device types", "vendor-specific", "singles out ROCm", "ROCm holds", "is_MI")),
+    ("no torch equivalent (--target torch keeps it)", ("has no decorator for", "PyTorch's own gate")),
+    ("not rewritten: a person decides or finishes it", ("",)),
+)
+
+
+def why_left(message: str) -> str:
+    reason = message.split("not fixed: ", 1)[-1]
+    return next(name for name, needles in WHY_LEFT if any(n in reason for n in needles))
 
 
 def ruff_codes(path: Path) -> collections.Counter[str]:
@@ -290,6 +316,7 @@ def _measure_target(source: Path, folder: Path, target: str, result: FileResult,
     outcome = TargetResult(note)
     if migration is not None:
         outcome.report_found, outcome.fixed, outcome.left = migration["found"], migration["fixed"], migration["left"]
+        outcome.left_why = dict(collections.Counter(why_left(m) for m in migration["messages"]))
     first = copy.read_bytes()
     outcome.changed = first != source.read_bytes()
     try:
@@ -510,6 +537,15 @@ def detail_lines(results: list[FileResult]) -> list[str]:
     return out
 
 
+def why_rows(results: list[FileResult]) -> list[list[str]]:
+    found = sum(_total(r.found) for r in results)
+    rows = [["why left", *(f"--target {t}: left (share of all found)" for t in ("devcaps", "torch"))]]
+    for name, _ in WHY_LEFT:
+        counts = [sum(r.targets[t].left_why.get(name, 0) for r in results if t in r.targets) for t in ("devcaps", "torch")]
+        rows.append([name, *(f"{n} ({100 * n / max(found, 1):.0f}%)" for n in counts)])
+    return rows
+
+
 def result_path(label: str) -> Path:
     suffix = "_" + re.sub(r"[^A-Za-z0-9]+", "-", label).strip("-") if label else ""
     return HERE / "results" / f"lint_upstream_{datetime.date.today().isoformat()}_{cpu_label()}{suffix}.md"
@@ -524,6 +560,8 @@ def write_markdown(results: list[FileResult], label: str, settings: Settings, pa
             *_markdown_table(count_rows(results)), "",
             "## Tests under the plugin: original vs converted (worse must be 0)", "",
             *_markdown_table(run_rows(results)), ""]
+    text += ["## Why the findings are left (from each left finding's \"not fixed\" reason)", "",
+             *_markdown_table(why_rows(results)), ""]
     linter = linter_rows(results)
     if len(linter) > 1:
         text += ["## PyTorch's TEST_LINTER on the pytorch/pytorch files", "", *_markdown_table(linter), ""]
