@@ -5,7 +5,8 @@ region is everything the gated test executes that this file defines:
 
 - the test itself, the fixtures it requests (by parameter, ``usefixtures`` or ``autouse``; their
   own fixtures too) and, in a ``unittest`` class, the class's ``setUp`` / ``tearDown`` /
-  ``setUpClass`` / ``tearDownClass`` (its in-file base classes' too);
+  ``setUpClass`` / ``tearDownClass`` / ``__init__`` and its class attributes (its in-file base
+  classes' too);
 - the helpers it calls: module-level functions by name, the class's methods through
   ``self.`` / ``cls.``, transitively;
 - for a class gate (a decorator, a ``setUpClass`` skip), every method of the class;
@@ -32,7 +33,10 @@ CLASS_HOOKS = frozenset({"setUp", "tearDown", "setUpClass", "tearDownClass", "se
                          "asyncTearDown", "_setUp",
                          # MultiProcessTestCase reads it to spawn the ranks every test runs in
                          # (common_distributed.py: ``self.world_size``)
-                         "world_size"})
+                         "world_size",
+                         # unittest makes one instance per test (TestLoader.loadTestsFromTestCase):
+                         # its __init__ runs for every test, as setUp does
+                         "__init__"})
 EXITS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
 
 
@@ -174,6 +178,8 @@ class RegionIndex:
                         if isinstance(member, Function) and (member.name in CLASS_HOOKS or (
                                 fixture_scope(member) is not None and _autouse(member))):
                             self._reach(member, cls, found)
+                        elif isinstance(member, (ast.Assign, ast.AnnAssign)):  # class attributes
+                            found.setdefault(id(member), member)  # tests read them through self
         for name in requested:
             defined = self._fixture(name, cls)
             if defined is not None:

@@ -180,6 +180,37 @@ def test_fsdp1_with_no_device_id_keeps_its_gpu_gate() -> None:
     assert "@requires_ranks(2)" in converted and "skip_if_lt_x_gpu" not in converted
 
 
+@pytest.mark.parametrize("holder", [
+    # apex tests/L0/run_optimizers/test_fused_optimizer.py (TestFusedAdagrad): set in __init__,
+    # which unittest runs once per test, as it runs setUp
+    "def __init__(self, *args, **kwargs):\n"
+    "                super().__init__(*args, **kwargs)\n"
+    "                self.fused = apex.optimizers.FusedAdagrad",
+    "fused = apex.optimizers.FusedAdagrad",  # a class attribute the test reads through self
+])
+def test_what_init_or_a_class_attribute_holds_is_part_of_every_tests_region(holder: str) -> None:
+    """The gate of a test using a CUDA-only library through ``self.fused`` stays, naming the line."""
+    source = f"""\
+        import unittest
+
+        import torch
+
+        import apex
+
+
+        class TestFused(unittest.TestCase):
+            {holder}
+
+            @unittest.skipIf(torch.cuda.device_count() < 2, "more than 1 GPU required")
+            def test_two_devices(self):
+                self.fused([torch.zeros(2, device="cuda:1")])
+        """
+    out = fix(source)
+    assert '@unittest.skipIf(torch.cuda.device_count() < 2, "more than 1 GPU required")' in out
+    assert "requires_devices" not in out
+    assert any(f.startswith("DC005") and "(apex (NVIDIA Apex, a CUDA-only library))" in f for f in left(source))
+
+
 def test_a_module_value_a_test_reads_is_part_of_its_region() -> None:
     """test_jiterator: a module-level ``_create_jit_fn(...)`` the tests call keeps
     ``only_for="cuda"`` (no except_for, no hardware("accelerator") on the class)."""
