@@ -206,15 +206,27 @@ def decide(construct: Construct, residue: Residue | None) -> str | None:
     return None
 
 
+# The runtime capabilities --target torch may say as "needs an accelerator": those torch's own
+# device-generic API has (torch 2.13): streams and events (torch/accelerator/__init__.py:
+# current_stream, set_stream, synchronize; torch.Stream and torch.Event take any device type)
+# and allocator statistics (torch/accelerator/memory.py: memory_stats, max_memory_allocated,
+# reset_peak_memory_stats, get_memory_info), the twins the rewrite calls. Not graphs: a test
+# gated on TEST_CUDA_GRAPH captures a graph, which MPS and a PrivateUse1 backend without a graph
+# implementation cannot (emu answers runtime.graphs unsupported; test/dynamo/test_cudagraphs.py
+# failed there once widened), nor pinned memory (a host allocator the backend must register):
+# a gate asking for those stays under --target torch.
+EVERY_ACCELERATORS_RUNTIME = frozenset({"runtime.streams", "runtime.events", "runtime.memory_stats"})
+
+
 def mark_decorators(need: Need, unittest_style: bool, target: str) -> tuple[str, ...] | None:
     """The decorators that say ``need`` in ``target``'s vocabulary (None: it has none).
     ``--target torch``: only what torch 2.13 provides (an accelerator check for the runtime
-    capabilities every accelerator has, and one on torch.accelerator.device_count() for a device
+    capabilities every accelerator has, :data:`EVERY_ACCELERATORS_RUNTIME`, and one on torch.accelerator.device_count() for a device
     count: common_distributed.skip_if_lt_x_gpu would do in a MultiProcessTestCase only, since
     elsewhere it ends the process with sys.exit(77) instead of skipping)."""
     if target == "devcaps":
         return need.render("" if unittest_style else "pytest.mark.")
-    if need.any_of or need.memory or need.ranks or any(not c.startswith("runtime.") for c in need.capabilities):
+    if need.any_of or need.memory or need.ranks or any(c not in EVERY_ACCELERATORS_RUNTIME for c in need.capabilities):
         return None
     skip = "unittest.skipIf({}, {})" if unittest_style else "pytest.mark.skipif({}, reason={})"
     marks = [skip.format(f"not {ACCELERATOR_AVAILABLE}", '"needs an accelerator"')] if need.capabilities else []

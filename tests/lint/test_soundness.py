@@ -477,6 +477,34 @@ def test_torch_target_keeps_skip_if_lt_x_gpu_and_does_not_call_it_fixed() -> Non
     assert "DC005" not in counts.fixed and counts.left.get("DC005") == 1
 
 
+CUDA_GRAPH_TEST = """\
+    import unittest
+
+    import torch
+    from torch.testing._internal.common_utils import TEST_CUDA_GRAPH, TestCase
+
+
+    class TestGraphs(TestCase):
+        @unittest.skipIf(not TEST_CUDA_GRAPH, "cuda graph test is skipped")
+        def test_replay(self):
+            x = torch.randn(4, device="cuda")
+            compiled = torch.compile(lambda t: t.sin(), backend="cudagraphs")
+            self.assertEqual(compiled(x), x.sin())
+    """
+
+
+def test_a_graphs_gate_is_a_capability_and_torch_has_no_decorator_for_it() -> None:
+    """test/dynamo/test_cudagraphs.py: TEST_CUDA_GRAPH is the graphs capability, which not every
+    accelerator has (emu has none, nor MPS): --target torch kept "needs an accelerator", and the
+    test failed on emu where it had skipped. It stays under --target torch; devcaps says it."""
+    torch_out = fix(CUDA_GRAPH_TEST, "torch")
+    assert '@unittest.skipIf(not TEST_CUDA_GRAPH, "cuda graph test is skipped")' in torch_out
+    assert "needs an accelerator" not in torch_out
+    assert any("has no decorator for requires_capability(\"runtime.graphs\")" in f
+               for f in left(CUDA_GRAPH_TEST, "torch"))
+    assert '@requires_capability("runtime.graphs")' in fix(CUDA_GRAPH_TEST)
+
+
 def test_a_torchtune_gpu_test_count_is_read() -> None:
     out = fix("""\
         import torch
