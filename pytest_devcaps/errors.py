@@ -7,7 +7,6 @@ words it, :func:`did_you_mean` does both; every message naming the closest valid
 
 from __future__ import annotations
 
-import difflib
 import reprlib
 from typing import Iterable
 
@@ -38,6 +37,8 @@ def closest(name: str, candidates: Iterable[str], *, cutoff: float = 0.6) -> str
     short = short_name_matches(name, names)
     if len(short) == 1:
         return short[0]
+    import difflib  # only for a misspelling: difflib costs every pytest session ~3 M instructions
+
     matches = difflib.get_close_matches(name, names, n=1, cutoff=cutoff)
     return matches[0] if matches else None
 
