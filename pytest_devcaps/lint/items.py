@@ -221,9 +221,10 @@ EVERY_ACCELERATORS_RUNTIME = frozenset({"runtime.streams", "runtime.events", "ru
 def mark_decorators(need: Need, unittest_style: bool, target: str) -> tuple[str, ...] | None:
     """The decorators that say ``need`` in ``target``'s vocabulary (None: it has none).
     ``--target torch``: only what torch 2.13 provides (an accelerator check for the runtime
-    capabilities every accelerator has, :data:`EVERY_ACCELERATORS_RUNTIME`, and one on torch.accelerator.device_count() for a device
-    count: common_distributed.skip_if_lt_x_gpu would do in a MultiProcessTestCase only, since
-    elsewhere it ends the process with sys.exit(77) instead of skipping)."""
+    capabilities of :data:`EVERY_ACCELERATORS_RUNTIME`, and one on
+    torch.accelerator.device_count() for a device count: common_distributed.skip_if_lt_x_gpu would
+    do in a MultiProcessTestCase only, since elsewhere it ends the process with sys.exit(77)
+    instead of skipping)."""
     if target == "devcaps":
         return need.render("" if unittest_style else "pytest.mark.")
     if need.any_of or need.memory or need.ranks or any(c not in EVERY_ACCELERATORS_RUNTIME for c in need.capabilities):

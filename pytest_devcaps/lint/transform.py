@@ -61,8 +61,8 @@ class _Plan:
         self.layouts: list[object] = []  # lint.layout.ClassLayout, applied last
         for edit in edits:
             self._add(edit)
-        # the first line of every span an edit is for: a statement or expression whose lines hold
-        # none of them holds no edited node (a node's lines hold its descendants')
+        # the first line of every edited node's span, sorted: a node's lines hold those of its
+        # descendants, so a statement or expression whose lines hold none of these edits nothing
         self.lines = sorted({span.line for table in (self.exprs, self.calls, self.decorators, self.statements)
                              for span in table})
 
