@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pytest_devcaps._util.lazy import lazy_names
-from pytest_devcaps.version import __version__
 
 if TYPE_CHECKING:
+    from pytest_devcaps.version import __version__
     from pytest_devcaps.model import CapabilityRecord, DeviceIdentity, Fact, Level, ProbeOutcome
     from pytest_devcaps.decorators import (
         hardware,
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 #: Names served lazily (importing this package must stay light: the probe child imports it),
 #: by the module that defines them.
 _LAZY = {
+    "__version__": ".version",
     "CapabilityRecord": ".model",
     "DeviceIdentity": ".model",
     "Fact": ".model",
@@ -57,7 +58,7 @@ _LAZY = {
     "Tolerances": ".marks.tolerances",
 }
 
-__all__ = ["__version__", *_LAZY]
+__all__ = [*_LAZY]
 
 __getattr__, __dir__ = lazy_names(__name__, _LAZY)
 

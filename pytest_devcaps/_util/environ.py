@@ -14,17 +14,14 @@ call it before reading anything, so a typo never silently does nothing. The old 
 judged that way: only the old names in :data:`RENAMED` are ours; any other ``DEVCAPS_*`` variable
 may belong to another tool, and refusing it would break a session for a name we never owned.
 
-Standard library and errors only.
+Standard library and errors only; importing it imports neither (every pytest session asks
+:func:`any_set`): errors are imported where one is raised, and the records are named tuples.
 """
 
 from __future__ import annotations
 
 import os
-import warnings
-from dataclasses import dataclass
-from typing import Iterable, Mapping
-
-from pytest_devcaps.errors import ConfigError, DevcapsDeprecationWarning, closest, suggestion
+from typing import Iterable, Mapping, NamedTuple
 
 PREFIX = "PYTEST_DEVCAPS_"
 #: The prefix the renamed variables had before (only the names in :data:`RENAMED` are ours).
@@ -51,8 +48,7 @@ ENV_DYNAMO_ORDER = "PYTEST_DEVCAPS_DYNAMO_ORDER"
 ENV_DYNAMO_CACHE = "PYTEST_DEVCAPS_DYNAMO_CACHE"
 
 
-@dataclass(frozen=True)
-class Variable:
+class Variable(NamedTuple):
     """One environment variable: its name, what it means (one line) and its old name, if any."""
 
     name: str
@@ -109,9 +105,27 @@ def unknown_names(environ: Iterable[str]) -> list[str]:
                   if name.upper().startswith(PREFIX) and name not in VARIABLES)
 
 
+#: Variables no session setting is made from: each is read where it is used (the probe cache,
+#: the emu backend, the Dynamo suite), never by a pytest session's configure.
+READ_WHERE_USED = frozenset({ENV_CACHE_DIR, ENV_EMU_DEVICES, ENV_EMU_CACHE_DIR, ENV_DYNAMO_ORDER,
+                             ENV_DYNAMO_CACHE})
+
+
+def configure_reads(environ: Iterable[str]) -> bool:
+    """Whether ``environ`` names a variable a pytest session reads or refuses at configure time:
+    a name with our prefix (in any case, a typo included) or an old name of :data:`RENAMED`,
+    unless it is (the old name of) one of :data:`READ_WHERE_USED`. A string scan: a session
+    where it is False reads no variable of ours until something uses devcaps."""
+    old = {name for new, name in RENAMED.items() if new not in READ_WHERE_USED}
+    return any((name.upper().startswith(PREFIX) and name not in READ_WHERE_USED) or name in old
+               for name in environ)
+
+
 def closest_name(name: str) -> str | None:
     """The table's name closest to ``name``, compared after the prefix (every name shares it, so
     whole names would all look alike) and in upper case; None when nothing is close."""
+    from pytest_devcaps.errors import closest
+
     suffixes = {known[len(PREFIX):]: known for known in VARIABLES}
     match = closest(name.upper()[len(PREFIX):], suffixes)
     return None if match is None else suffixes[match]
@@ -124,14 +138,15 @@ def check_names(environ: Mapping[str, str] | None = None) -> None:
     unknown = unknown_names(os.environ if environ is None else environ)
     if not unknown:
         return
+    from pytest_devcaps.errors import ConfigError, suggestion
+
     named = ", ".join(f"{name}{suggestion(closest_name(name))}" for name in unknown)
     plural = "s" if len(unknown) > 1 else ""
     raise ConfigError(f"unknown environment variable{plural} {named}: pytest-devcaps reads no "
                       f"such variable; fix the name or unset it (README, 'Environment variables')")
 
 
-@dataclass(frozen=True)
-class EnvValue:
+class EnvValue(NamedTuple):
     """A variable's value and the name it was found under (the old name, when that was set)."""
 
     value: str
@@ -146,6 +161,10 @@ def lookup(name: str, environ: Mapping[str, str] | None = None) -> EnvValue | No
     old = RENAMED.get(name)
     if old is None or old not in env:
         return EnvValue(env[name], name) if name in env else None
+    import warnings
+
+    from pytest_devcaps.errors import ConfigError, DevcapsDeprecationWarning
+
     if name in env:
         if env[name] != env[old]:
             raise ConfigError(f"{name}={env[name]!r} and its old name {old}={env[old]!r} are both "

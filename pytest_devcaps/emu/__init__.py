@@ -11,19 +11,26 @@ does nothing: installing pytest-devcaps never changes torch for anyone else.
 This package is also the worked example of "bring up your backend" (README): the autoload
 function is what a vendor's package registers for torch, :mod:`pytest_devcaps.emu.adapter` is
 the backend adapter it gives pytest-devcaps, :mod:`pytest_devcaps.emu.vendor_hooks` the hook that
-registers it. Importing this module imports only the environment-variable table (standard
-library; torch's import runs the autoload).
+registers it. Importing this module imports nothing (the ``devcaps-emu`` pytest plugin is
+loaded into every pytest session; torch's import runs the autoload): ``DEVICES_ENV``, the
+variable's name, is served from the environment-variable table on first use.
 """
 
 from __future__ import annotations
 
-from pytest_devcaps._util.environ import ENV_EMU_DEVICES
+from typing import TYPE_CHECKING
+
+from pytest_devcaps._util.lazy import lazy_names
+
+if TYPE_CHECKING:
+    #: How many emu devices each process has (unset or empty: the backend is not loaded at all).
+    from pytest_devcaps._util.environ import ENV_EMU_DEVICES as DEVICES_ENV  # noqa: F401
 
 #: The device type PrivateUse1 is renamed to.
 NAME = "emu"
-#: How many emu devices each process has (unset or empty: the backend is not loaded at all).
-DEVICES_ENV = ENV_EMU_DEVICES
-#: Which of them this process sees, renumbered from 0 (CUDA_VISIBLE_DEVICES' rules, indices only).
+#: Which emu devices this process sees, renumbered from 0 (CUDA_VISIBLE_DEVICES' rules, indices only).
 VISIBLE_ENV = "EMU_VISIBLE_DEVICES"
 #: At most this many (torch's DeviceIndex is an int8).
 MAX_DEVICES = 64
+
+__getattr__, __dir__ = lazy_names(__name__, {"DEVICES_ENV": "pytest_devcaps._util.environ:ENV_EMU_DEVICES"})

@@ -25,9 +25,14 @@ hookimpl = pluggy.HookimplMarker("pytest")
 def pytest_configure(config: object) -> None:
     """A bad emu device count is a usage error when pytest starts (one line, exit 4), before a
     test module's ``import torch`` fails in torch's autoload, and the next one's crashes on the
-    half-imported torch. Reads the environment only (no torch)."""
+    half-imported torch. Reads the environment only (no torch; unset, nothing beyond the
+    variable's name)."""
     import os
 
+    from pytest_devcaps._util.environ import ENV_EMU_DEVICES
+
+    if ENV_EMU_DEVICES not in os.environ:
+        return  # unset: no emu (emu.config, which reads it, imports the errors)
     from pytest_devcaps.emu.config import EmuConfigError, device_count, requested
 
     if requested(os.environ):

@@ -78,6 +78,19 @@ def test_known_names_old_names_and_other_tools_devcaps_variables_pass() -> None:
     assert environ.unknown_names(env) == []
 
 
+def test_configure_reads_every_name_of_ours_but_those_read_where_used() -> None:
+    """A pytest session reads its settings at configure time only where a variable it reads or
+    refuses is set: a typo, a setting, an old name; the cache folder, the emu count and the
+    Dynamo suite's variables (and their old names) are read where they are used."""
+    assert not environ.configure_reads({"PATH": "/bin", "DEVCAPS_SOMETHING_ELSE": "1",
+                                        **dict.fromkeys(environ.READ_WHERE_USED, "x"),
+                                        "DEVCAPS_DYNAMO_ORDER": "reversed"})
+    for name in (TYPO, "pytest_devcaps_require", "PYTEST_DEVCAPS_DEVICES", "DEVCAPS_DIST_REUSE",
+                 "PYTEST_DEVCAPS_DIST_TIMEOUT"):
+        assert environ.configure_reads({name: ""}), name
+    assert environ.READ_WHERE_USED <= set(environ.VARIABLES)
+
+
 # -- the three entry points ------------------------------------------------------------------
 
 def test_pytest_exits_with_a_usage_error_naming_the_closest(
