@@ -2,25 +2,36 @@
 ``session/`` (settings and state in ``session.startup``, collection in ``session.collection``,
 the per-test hooks in ``session.runtest``, fixtures in ``session.fixtures``, plan mode in
 ``session.plan``) or ``parallel/`` (the xdist handshake in ``parallel.xdist_handshake``, a
-process's place in ``parallel.placement``, torchrun in ``parallel.torchrun``). Importing it
-imports no torch.
+process's place in ``parallel.placement``, torchrun in ``parallel.torchrun``).
+
+The plugin is loaded into every pytest session: importing it imports pytest and
+``session.collection`` alone (no torch), and a session that sets nothing of ours starts the
+rest on first need (``session.startup.defer``).
 """
 
 from __future__ import annotations
 
+import os
 import sys
-from typing import Any
+from typing import Any, Generator
 
 import pytest
 
-from pytest_devcaps.distributed.ranks import launched
-from pytest_devcaps.session import collection, fixtures, runtest, startup
+from pytest_devcaps.session import collection, startup
 
-pytest_plugins = [
-    "pytest_devcaps.session.plan",  # plan mode, with its pytest_cmdline_main hook
-    # ranks of a launched world (torchrun) run as one; only imported under a launcher
-    *(["pytest_devcaps.parallel.torchrun"] if launched() else []),
-]
+
+def _launched() -> bool:
+    """A rank of a launched world (``distributed.ranks.launched``); without ``WORLD_SIZE``, which
+    it reads, the answer is no without importing it."""
+    if "WORLD_SIZE" not in os.environ:
+        return False
+    from pytest_devcaps.distributed.ranks import launched
+
+    return launched()
+
+
+# ranks of a launched world (torchrun) run as one; only imported under a launcher
+pytest_plugins = ["pytest_devcaps.parallel.torchrun"] if _launched() else []
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -35,29 +46,51 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(hookspecs)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_cmdline_main(config: pytest.Config) -> Generator[None, Any, Any]:
+    # A wrapper runs before every plain implementation, so before xdist's own (tryfirst)
+    # pytest_cmdline_main, which turns -n / -d / --dist into workers: a plan runs in one process.
+    if not startup.idle(config):
+        from pytest_devcaps.session.plan import plan_in_one_process
+
+        plan_in_one_process(config)
+    return (yield)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    settings = startup.resolve(config)
-    config.pluginmanager.register(fixtures, "devcaps-fixtures")  # device, dtype, devcaps...
+    startup.register(config)  # markers, fixtures, the suite hooks
     worker = getattr(config, "workerinput", None) is not None  # xdist sets it in workers only
+    xdist = worker or bool(getattr(config.option, "tx", None))  # an xdist worker or controller (-n / --tx)
+    if not xdist and not _launched() and startup.idle(config):
+        startup.defer(config, lambda: _placement(config))  # nothing of ours is set: on first need
+    else:
+        _start(config, worker, xdist)
+
+
+def _start(config: pytest.Config, worker: bool, xdist: bool) -> None:
+    settings = startup.resolve_settings(config)  # a bad setting is a usage error now
     if worker:
         from pytest_devcaps.parallel import xdist_handshake
 
         xdist_handshake.apply_worker_environment(config)  # before anything initialises a device
     state = startup.start(config, settings, lambda: _placement(config))
-    if launched():
+    if _launched():
         from pytest_devcaps.parallel import torchrun  # registered through pytest_plugins
 
         torchrun.receive_seed(config)
     startup.build_if_asked(state)
-    startup.register_plugins(config)
-    if worker or getattr(config.option, "tx", None):  # an xdist worker or controller (-n / --tx)
+    startup.register_reporting(config)
+    from pytest_devcaps.session import plan
+
+    config.pluginmanager.register(plan, "devcaps-plan")  # plan mode (its hooks ask the settings)
+    if xdist:
         from pytest_devcaps.parallel import xdist_handshake
 
         xdist_handshake.register_hooks(config)
 
 
-def _placement(config: pytest.Config) -> startup.Placement:
+def _placement(config: pytest.Config) -> Any:
     from pytest_devcaps.parallel.placement import placement
 
     return placement(config)
@@ -73,6 +106,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest) -> Any:
+    from pytest_devcaps.session import runtest  # on the first fixture a test sets up
+
     return runtest.fixture_setup(fixturedef, request)
 
 

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Sequence
 
 import pytest
 
-from pytest_devcaps.errors import DevcapsError
 from pytest_devcaps.marks.names import (DEVICE_NAMES, DTYPE_NAMES, MARKER_NAMES, callspec_param,
                                         pytorch_gates_in_use)
 from pytest_devcaps.session.fixtures import item_device
@@ -23,8 +22,8 @@ from pytest_devcaps.session.keys import (
     VALIDATED_KEY,
     DefinitionKey,
     session_state,
+    started_state,
 )
-from pytest_devcaps.session.state import RegistryUnavailable
 
 if TYPE_CHECKING:
     from pytest_devcaps.registry import CapabilityRegistry
@@ -43,12 +42,15 @@ def generate_tests(metafunc: pytest.Metafunc) -> None:
     marks = devcaps_marks(metafunc.definition)
     if not marks and not any(name in metafunc.fixturenames for name in DEVICE_NAMES):
         return  # this test does not use devcaps: nothing is built for it
+    from pytest_devcaps.errors import DevcapsError
+    from pytest_devcaps.session.parametrize import parametrize
+    from pytest_devcaps.session.state import RegistryUnavailable
+
     state = session_state(metafunc.config)
     try:
         registry = state.registry
     except RegistryUnavailable:
         return  # collect_items reports it, once
-    from pytest_devcaps.session.parametrize import parametrize
 
     key = definition_key(metafunc.definition)
     try:
@@ -63,8 +65,8 @@ def generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def collect_items(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Evaluate every collected test that uses devcaps; register the run hooks if one does."""
-    state = session_state(config)
-    if state.failure is not None:
+    state = started_state(config)  # a session that has not started is not started here
+    if state is not None and state.failure is not None:
         raise pytest.UsageError(state.failure)
     if pytorch_gates_in_use():  # PyTorch's capability skips, where torch has them
         from pytest_devcaps.pytorch_compat import fill_privateuse1_capabilities
@@ -87,6 +89,8 @@ def _evaluate_item(config: pytest.Config, item: pytest.Item) -> None:
     if definition_problem is not None:
         item.stash[MARK_PROBLEM_KEY] = definition_problem
         return
+    from pytest_devcaps.errors import DevcapsError
+
     state = session_state(config)
     try:
         if config.stash.get(VALIDATED_KEY, {}).get(key) != tuple(marks):  # unchecked, or marks added since
@@ -151,7 +155,8 @@ def _register_run_hooks(config: pytest.Config, items: list[pytest.Item]) -> None
     manager = config.pluginmanager
     if manager.has_plugin(RUN_HOOKS):
         return
-    if session_state(config).settings.json_path or any(_uses_devcaps(item) for item in items):
+    state = started_state(config)  # not started: no --devcaps-json
+    if (state is not None and state.settings.json_path) or any(_uses_devcaps(item) for item in items):
         from pytest_devcaps.session.runtest import RunHooks
 
         manager.register(RunHooks(), RUN_HOOKS)

@@ -8,9 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_devcaps.errors import UnknownDeviceError
 from pytest_devcaps.marks.names import DEVICE_NAMES, DTYPE_NAMES, callspec_param
-from pytest_devcaps.session.require import skip_unless_required
 from pytest_devcaps.session.keys import session_state
 
 if TYPE_CHECKING:
@@ -28,6 +26,8 @@ def item_device(item: pytest.Item) -> str:
     state = session_state(item.config)
     param = callspec_param(getattr(item, "callspec", None), DEVICE_NAMES)
     if param is not None:
+        from pytest_devcaps.errors import UnknownDeviceError
+
         try:
             return state.registry.identity(str(param)).key
         except UnknownDeviceError:  # an empty parameter set, or a parameter not a device here
@@ -177,6 +177,8 @@ def dist_backend(device: torch.device, request: pytest.FixtureRequest) -> str:
     if capability in registry.catalogue:
         record = registry.record(capability, str(device))
         if not record.available:
+            from pytest_devcaps.session.require import skip_unless_required
+
             skip_unless_required(request.config, [capability],
                                  f"requires {capability} on {device}: {record.describe()}")
     return backend

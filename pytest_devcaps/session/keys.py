@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pytest_devcaps.config.expectfile import Expectation
     from pytest_devcaps.distributed.rankstore import RankStore
     from pytest_devcaps.marks.evaluation import Evaluation
@@ -20,6 +22,11 @@ DefinitionKey = tuple[str, str]
 # --- the session (config.stash) -----------------------------------------------------------
 STATE_KEY = pytest.StashKey["SessionState"]()
 """The session's state (settings, the registry on first need)."""
+START_KEY = pytest.StashKey["Callable[[], SessionState]"]()
+"""A session that set nothing of ours at configure time: what makes its state on first need
+(``session/startup.py`` ``defer``; :func:`session_state` calls it)."""
+REGISTRY_SOURCE_KEY = pytest.StashKey["Callable[[], Any]"]()
+"""What the session installed as library code's default registry (uninstalled at the end)."""
 VALID_MARKS_KEY = pytest.StashKey[set[object]]()
 """Mark groups that passed validation in this session, by value: the session's registry (and
 its catalogue) is one, so the same marks need not be checked again for every test."""
@@ -68,8 +75,19 @@ HARDWARE_REPORT_KEY = "devcaps_hardware"
 
 
 def session_state(config: pytest.Config) -> SessionState:
+    """The session's state; in a session that set nothing of ours, made now (first need)."""
     try:
         return config.stash[STATE_KEY]
     except KeyError:
+        start = config.stash.get(START_KEY, None)
+        if start is not None:
+            del config.stash[START_KEY]
+            return start()
         raise pytest.UsageError("pytest-devcaps is not configured in this session "
                                 "(was it disabled with -p no:devcaps?)") from None
+
+
+def started_state(config: pytest.Config) -> SessionState | None:
+    """The session's state if it has been made (never makes it: for the hooks every session runs,
+    which a session that does not use devcaps must not start)."""
+    return config.stash.get(STATE_KEY, None)

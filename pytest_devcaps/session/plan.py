@@ -3,8 +3,9 @@ and report what would run and what would be skipped, and why.
 
 All of plan mode is here: the command-line rewrite that keeps pytest-xdist from starting workers,
 the test loop that plans instead of running, and the plan's text (its JSON is
-``reporting.write_json_report`` with ``mode="plan"``). Registered with the plugin module (its
-``pytest_plugins``), so the command-line hook is in place before ``pytest_cmdline_main`` runs.
+``reporting.write_json_report`` with ``mode="plan"``). Registered by the plugin at configure time
+in a session that sets a devcaps option or variable (only those can name a profile); the
+command-line rewrite is called by the plugin's own ``pytest_cmdline_main`` wrapper.
 
 PyTorch-style suites are planned for the profile's device types (``plan_pytorch``): the
 instances such a host would generate, with PyTorch's gates evaluated against the profile; this
@@ -16,12 +17,12 @@ apply: a skip rule skips, the others are shown with the test.
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Any, Generator
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_devcaps.errors import DevcapsError
-from pytest_devcaps.session.options import resolve_settings
+from pytest_devcaps.session.resolved import resolve_settings
 from pytest_devcaps.session.keys import EVALUATION_KEY, RULE_KEY, session_state
 from pytest_devcaps.session.state import SessionState
 
@@ -29,17 +30,10 @@ if TYPE_CHECKING:
     from pytest_devcaps.session.plan_pytorch import PytorchPlan
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_cmdline_main(config: pytest.Config) -> Generator[None, Any, Any]:
-    # A wrapper runs before every plain implementation, so before xdist's own (tryfirst)
-    # pytest_cmdline_main, which turns -n / -d / --dist into workers.
-    plan_in_one_process(config)
-    return (yield)
-
-
 def plan_in_one_process(config: pytest.Config) -> None:
     """With a profile, no xdist workers: a plan collects and evaluates in this process and runs
-    nothing. Sets what ``-n0`` sets; xdist's ``pytest_cmdline_main`` then leaves distribution off."""
+    nothing. Sets what ``-n0`` sets; xdist's ``pytest_cmdline_main`` then leaves distribution off
+    (the plugin's ``pytest_cmdline_main`` wrapper calls this before xdist's own)."""
     if getattr(config, "workerinput", None) is not None or not hasattr(config.option, "numprocesses"):
         return  # an xdist worker, or no xdist
     try:

@@ -1,51 +1,83 @@
-"""A session's start: markers and settings at configure time (usage errors, the header first),
-the state whose registry is built on first need, the devices device tests run on, and the
-session's own plugins (reporting, suites, expectations).
+"""A session's start: markers and fixtures at configure time, then either the settings (usage
+errors, the header first), the state whose registry is built on first need and the session's
+own plugins (reporting, suites, expectations), or, in a session that sets nothing of ours (no
+option, ini key or ``PYTEST_DEVCAPS_*`` variable), only the suite hooks and a promise: the
+settings and the state are made when something first asks for them (``keys.session_state``),
+so such a session imports none of that machinery unless a test uses devcaps.
 
 Where a process stands in a session spread over processes (a torchrun rank, a pinned xdist
-worker) is ``parallel/``'s answer, handed in as a :class:`Placement`: this module does not
-import ``parallel/``."""
+worker) is ``parallel/``'s answer, handed in as a :class:`~pytest_devcaps.session.state.Placement`:
+this module does not import ``parallel/``. Importing it imports only pytest and ``keys``.
+"""
 
 from __future__ import annotations
 
-import warnings
-from dataclasses import dataclass
+import os
 from typing import TYPE_CHECKING, Callable
 
 import pytest
 
-from pytest_devcaps.errors import ConfigError, DevcapsError, DevcapsWarning
-from pytest_devcaps.session import config_warnings
-from pytest_devcaps.session.keys import HEADER_SHOWN_KEY, STATE_KEY, session_state
-from pytest_devcaps.environment import check_device_types, check_required
-from pytest_devcaps.session.options import DevcapsSettings, resolve_settings
-from pytest_devcaps.session.state import RegistryUnavailable, Selection, SessionState
+from pytest_devcaps._util.lazy import lazy_names
+from pytest_devcaps.session.keys import HEADER_SHOWN_KEY, REGISTRY_SOURCE_KEY, START_KEY, STATE_KEY, session_state
 
 if TYPE_CHECKING:
     from pytest_devcaps.registry import CapabilityRegistry
+    from pytest_devcaps.session.resolved import DevcapsSettings
+    from pytest_devcaps.session.state import Placement as Placement  # served by __getattr__
+    from pytest_devcaps.session.state import Selection, SessionState
 
-Builder = Callable[[], "CapabilityRegistry"]
-
-
-@dataclass(frozen=True)
-class Placement:
-    """This process's place in the session: the device index it owns (a rank's local rank, a
-    pinned worker's device; None where it owns none), who it is (for errors), and how it gets
-    the session's registry given a builder (an xdist worker receives the controller's)."""
-
-    index: int | None
-    owner: str
-    obtain: Callable[[Builder], CapabilityRegistry]
+#: ``Placement`` lives with the state (a frozen record: defined where the state is made).
+__getattr__, __dir__ = lazy_names(__name__, {"Placement": "pytest_devcaps.session.state"})
 
 
-def resolve(config: pytest.Config) -> DevcapsSettings:
-    """Markers registered and the settings resolved; a bad setting is a usage error now."""
+def register(config: pytest.Config) -> None:
+    """What every session has from configure time on: the markers (``--strict-markers``, ``pytest
+    --markers``), the fixtures, the default registry library code sees (the session's, on first
+    use) and the suite hooks (every test's hardware class)."""
+    from pytest_devcaps.library import install_default_registry
     from pytest_devcaps.marks.names import MARKER_LINES
+    from pytest_devcaps.session import fixtures
+    from pytest_devcaps.session.suite_hooks import SuiteHooks
 
     for line in MARKER_LINES:
         config.addinivalue_line("markers", line)
+    config.pluginmanager.register(fixtures, "devcaps-fixtures")  # device, dtype, devcaps...
+    source = lambda: session_state(config).registry  # noqa: E731 (the same callable uninstalled)
+    config.stash[REGISTRY_SOURCE_KEY] = source
+    install_default_registry(source)
+    config.pluginmanager.register(SuiteHooks(config), "devcaps-suites")
+
+
+def idle(config: pytest.Config) -> bool:
+    """Nothing of ours is set: no devcaps option or ini key, no ``PYTEST_DEVCAPS_*`` variable (nor
+    an old name) that configure reads (``_util.environ.configure_reads``: the cache folder, for
+    one, is read where the cache is). Such a session's settings are the defaults, so they need
+    not be read now."""
+    from pytest_devcaps._util.environ import configure_reads
+    from pytest_devcaps.session.options import any_given
+
+    return not configure_reads(os.environ) and not any_given(config)
+
+
+def defer(config: pytest.Config, placement: Callable[[], Placement]) -> None:
+    """Start on first need: the settings (defaults: nothing is set, so nothing can be refused),
+    the state and the reporting plugin, when ``keys.session_state`` is first asked."""
+
+    def start_now() -> SessionState:
+        state = start(config, resolve_settings(config), placement)
+        register_reporting(config)
+        return state
+
+    config.stash[START_KEY] = start_now
+
+
+def resolve_settings(config: pytest.Config) -> DevcapsSettings:
+    """The settings, a bad one a usage error."""
+    from pytest_devcaps.errors import DevcapsError
+    from pytest_devcaps.session.resolved import resolve_settings as resolve_all
+
     try:
-        settings = resolve_settings(config)
+        settings = resolve_all(config)
         if settings.json_path:
             from pytest_devcaps.distributed.ranks import check_report_path
 
@@ -56,20 +88,20 @@ def resolve(config: pytest.Config) -> DevcapsSettings:
 
 
 def start(config: pytest.Config, settings: DevcapsSettings, placement: Callable[[], Placement]) -> SessionState:
-    """The session's state (its registry built on first need, where ``placement`` says) and the
-    default registry library code sees while the session runs."""
+    """The session's state: its registry is built on first need, where ``placement`` says."""
+    from pytest_devcaps.session.state import SessionState
+
     worker = getattr(config, "workerinput", None) is not None  # xdist sets it in workers only
     state = SessionState(settings, lambda: select(config, settings, placement()), is_worker=worker)
     config.stash[STATE_KEY] = state
-    from pytest_devcaps.library import install_default_registry
-
-    install_default_registry(state.get_registry)
     return state
 
 
 def build_if_asked(state: SessionState) -> None:
     """An option asks for devcaps: build now (usage errors, the header first)."""
     if state.settings.given() and not state.is_worker:
+        from pytest_devcaps.session.state import RegistryUnavailable
+
         try:
             state.selection
         except RegistryUnavailable as exc:
@@ -78,6 +110,10 @@ def build_if_asked(state: SessionState) -> None:
 
 def select(config: pytest.Config, settings: DevcapsSettings, placement: Placement) -> Selection:
     """Build (or receive) the session's registry and choose its devices: on first need."""
+    from pytest_devcaps.environment import check_required
+    from pytest_devcaps.errors import DevcapsError
+    from pytest_devcaps.session.state import Selection
+
     try:
         _load_vendor_plugins(config)
         registry = placement.obtain(lambda: _build(config, settings))
@@ -97,7 +133,11 @@ def _load_vendor_plugins(config: pytest.Config) -> None:
     """The ``devcaps`` entry-point group's vendor plugins, as the CLI and library code load them
     (on first need: a session that never builds a registry pays nothing); a ``pytest11``-only
     vendor plugin is a warning, since nothing outside pytest sees it."""
+    import warnings
+
     from pytest_devcaps import hookspecs
+    from pytest_devcaps.errors import DevcapsWarning
+    from pytest_devcaps.session import config_warnings
 
     with config_warnings.reissued(config):
         ours = hookspecs.load_vendor_plugins(config.pluginmanager)
@@ -110,6 +150,7 @@ def _load_vendor_plugins(config: pytest.Config) -> None:
 
 def _build(config: pytest.Config, settings: DevcapsSettings) -> CapabilityRegistry:
     from pytest_devcaps.registry import build_registry
+    from pytest_devcaps.session import config_warnings
 
     with config_warnings.reissued(config):  # warnings go through pytest (config_warnings)
         return build_registry(settings.registry_options(), hook=config.hook)
@@ -138,6 +179,9 @@ def select_devices(registry: CapabilityRegistry, settings: DevcapsSettings,
     either would leave device tests with an empty parameter set, skipped as "got empty
     parameter set" and exit 0.
     """
+    from pytest_devcaps.environment import check_device_types
+    from pytest_devcaps.errors import ConfigError
+
     present = registry.device_types()
     check_device_types(settings.devices, settings.except_, present)  # the unittest bridge's check too
     wanted = [t for t in (settings.devices.value or present) if t in present]
@@ -155,18 +199,17 @@ def select_devices(registry: CapabilityRegistry, settings: DevcapsSettings,
     return keys
 
 
-def register_plugins(config: pytest.Config) -> None:
-    """The session's own plugins: reporting (and the outcome recorder with a JSON report), the
-    suite hooks, and the expectations hooks where ``--devcaps-expect`` is given."""
+def register_reporting(config: pytest.Config) -> None:
+    """The session's own plugins beside the suite hooks (``register``): reporting (and the
+    outcome recorder with a JSON report), and the expectations hooks where ``--devcaps-expect``
+    is given."""
     from pytest_devcaps.session import reporting
-    from pytest_devcaps.session.suite_hooks import SuiteHooks
 
     state = session_state(config)
     reporter = reporting.ReportingPlugin(config)
     config.pluginmanager.register(reporter, "devcaps-reporting")
     if state.settings.json_path:
         config.pluginmanager.register(reporter.outcomes, "devcaps-outcomes")
-    config.pluginmanager.register(SuiteHooks(config), "devcaps-suites")
     if state.settings.expect.value:
         from pytest_devcaps.session.expect import PLUGIN_NAME, ExpectHooks
 
@@ -178,16 +221,17 @@ def register_plugins(config: pytest.Config) -> None:
 
 def finish(config: pytest.Config) -> None:
     """The default registry the session installed is taken away with it."""
-    if STATE_KEY in config.stash:
+    source = config.stash.get(REGISTRY_SOURCE_KEY, None)
+    if source is not None:
         from pytest_devcaps.library import uninstall_default_registry
 
-        uninstall_default_registry(config.stash[STATE_KEY].get_registry)
+        uninstall_default_registry(source)
 
 
 def header(config: pytest.Config, *, collected: bool) -> list[str] | None:
     """The devcaps lines, before collection when the registry exists by then (an option asked
     for it); else after collection (``collected``), if a test built it; once."""
-    if STATE_KEY not in config.stash or not session_state(config).built:
+    if STATE_KEY not in config.stash or not config.stash[STATE_KEY].built:  # never starts it
         return None
     if collected and config.stash.get(HEADER_SHOWN_KEY, False):
         return None

@@ -16,8 +16,21 @@ import pytest
 from pytest_devcaps.errors import DevcapsError
 
 if TYPE_CHECKING:
-    from pytest_devcaps.session.options import DevcapsSettings
+    from pytest_devcaps.session.resolved import DevcapsSettings
     from pytest_devcaps.registry import CapabilityRegistry
+
+Builder = Callable[[], "CapabilityRegistry"]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """This process's place in the session: the device index it owns (a rank's local rank, a
+    pinned worker's device; None where it owns none), who it is (for errors), and how it gets
+    the session's registry given a builder (an xdist worker receives the controller's)."""
+
+    index: int | None
+    owner: str
+    obtain: Callable[[Builder], CapabilityRegistry]
 
 
 @dataclass(frozen=True)

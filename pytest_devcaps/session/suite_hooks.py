@@ -21,12 +21,11 @@ from typing import TYPE_CHECKING, Any, Generator
 
 import pytest
 
-from pytest_devcaps.errors import DevcapsError
 from pytest_devcaps.session.fixtures import item_device
 from pytest_devcaps.marks.names import GENERIC_CLASS, HARDWARE_ATTRIBUTE, MARKER_NAMES, pytorch_gates_in_use
 from pytest_devcaps.marks.names import RANKS_MARKER
 from pytest_devcaps.session.keys import (CLASS_PROBLEM_KEY, CLASS_SKIP_KEY, EVALUATION_KEY, GATES_SEEN_KEY,
-                                         HARDWARE_KEY, RANKS_KEY, WORLD_KEY, session_state)
+                                         HARDWARE_KEY, RANKS_KEY, WORLD_KEY, session_state, started_state)
 
 if TYPE_CHECKING:
     from pytest_devcaps.marks.classification import Classification
@@ -47,8 +46,9 @@ class SuiteHooks:
         return session_state(self.config).registry
 
     def _selection(self) -> tuple[str, ...]:
-        setting = session_state(self.config).settings.hardware
-        if not setting.value:
+        state = started_state(self.config)  # not started: nothing of ours is set, no selection
+        setting = state.settings.hardware if state is not None else None
+        if setting is None or not setting.value:
             return ()
         from pytest_devcaps.marks import classification
 
@@ -56,6 +56,8 @@ class SuiteHooks:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        from pytest_devcaps.errors import DevcapsError
+
         try:
             selection = self._selection()
         except DevcapsError as exc:
@@ -89,6 +91,8 @@ class SuiteHooks:
                 and not hasattr(cls, HARDWARE_ATTRIBUTE):
             value, inferred = GENERIC_CLASS, True  # what classify() says, without importing it
         else:
+            from pytest_devcaps.errors import DevcapsError
+
             try:
                 found = self._classify(item, marks, cls, gates)
             except DevcapsError as exc:
@@ -161,8 +165,9 @@ class SuiteHooks:
 
         line = (f"devcaps: hardware classes: {count_text(self.counts)} "
                 f"({self.inferred} without a declared class)")
-        setting = session_state(config).settings.hardware
-        if setting.value:
+        state = started_state(config)  # not started: no selection
+        setting = state.settings.hardware if state is not None else None
+        if setting is not None and setting.value:
             line += (f"; selected {', '.join(setting.value)} ({setting.source}), "
                      f"{self.deselected} deselected")
         return [line]
@@ -235,6 +240,7 @@ def check_ranks(item: pytest.Item) -> None:
     report's ``requires`` / ``missing``) and a shortfall skips as ``requires_devices`` does; a bad
     mark, or a test whose class starts no world, errors."""
     from pytest_devcaps.distributed.settings import share_devices
+    from pytest_devcaps.errors import DevcapsError
     from pytest_devcaps.marks.multiprocess import ranks_missing, wanted, with_ranks
     from pytest_devcaps.session.require import skip_unless_required
 

@@ -163,7 +163,12 @@ MACHINERY = ("torch", "yaml", "pytest_devcaps.config", "pytest_devcaps.marks.eva
              "pytest_devcaps.marks.classification", "pytest_devcaps.testcase",
              "pytest_devcaps.distributed.pool", "pytest_devcaps.registry.build",
              "pytest_devcaps.registry.inputs", "pytest_devcaps.model",
-             "pytest_devcaps._util.current_test")
+             "pytest_devcaps._util.current_test",
+             # nothing of ours is set: the settings are not even read (issue 32 item 8)
+             "pytest_devcaps.environment", "pytest_devcaps.session.resolved",
+             "pytest_devcaps.session.state", "pytest_devcaps.session.plan",
+             "pytest_devcaps.session.reporting", "pytest_devcaps.distributed",
+             "pytest_devcaps.emu.config")
 
 
 #: What selecting builtin hardware classes must not load either: it checks the names against
@@ -221,3 +226,33 @@ def test_registry_error_found_at_first_use_is_one_usage_error(pytester: pytest.P
     errors = [line for line in result.stderr.lines if line.startswith("ERROR:")]
     assert len(errors) == 1 and "unknown capability 'dtype.bf61'" in errors[0], result.stderr.str()
     assert "did you mean 'dtype.bf16'" in errors[0]
+
+
+def test_the_ini_keys_an_idle_session_looks_at_are_every_key_declared() -> None:
+    """``options.any_given`` asks each of ``INI_KEYS``: a key declared but not listed would be
+    ignored by a session that sets only it (its settings then read on first need, too late
+    for a usage error at configure time)."""
+    from pytest_devcaps.session import options
+
+    parser = pytest.Parser(_ispytest=True)  # the class pytest hands pytest_addoption
+    options.add_options(parser)
+    declared = sorted(name for name in parser._inidict if name.startswith(options.NAME_PREFIX))
+    assert declared == sorted(options.INI_KEYS)
+
+
+@pytest.mark.parametrize("setting", ["env", "ini", "option"])
+def test_a_bad_setting_is_a_usage_error_at_configure_time_however_it_is_given(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, setting: str) -> None:
+    """A session that sets something of ours reads its settings at configure time, as before:
+    a bad value stops it before collection, even when no test uses devcaps."""
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    args: list[str] = []
+    if setting == "env":
+        monkeypatch.setenv("PYTEST_DEVCAPS_DIST_TIMEOUT", "soon")
+    elif setting == "ini":
+        pytester.makeini("[pytest]\ndevcaps_probe_timeout = soon\n")
+    else:
+        args.append("--devcaps-rank-timeout=soon")
+    result = pytester.runpytest_subprocess(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stderr.str()
+    result.stderr.fnmatch_lines(["ERROR: pytest-devcaps: *"])
