@@ -109,8 +109,8 @@ class GateReader:
             need = replace(need, devices=0, accelerator=False, ranks=max(need.devices, 1))
         if need is None:
             return
-        if rule.gate is rules.ONLY_CUDA and device_type_class and call is None:
-            self._only_accelerator(decorator, scope)
+        if rule.gate in rules.ONLY_CUDA_GATES and device_type_class and call is None:
+            self._only_accelerator(decorator, rule.gate.label, scope)
             return
         style: Style = "unittest" if scope.testcase else "pytest"
         construct = None
@@ -142,16 +142,17 @@ class GateReader:
             construct.generic = True  # it acts per device type: it keeps nothing on CUDA
         self.owned.add(id(decorator))
 
-    def _only_accelerator(self, decorator: ast.expr, scope: Scope) -> None:
-        """``@onlyCUDA`` in a device-type class -> ``@onlyAccelerator`` (common_device_type:
-        skips on cpu and meta), the campaign's rewrite; it widens the test to every accelerator,
-        so it is decided as any "needs CUDA" gate: only where nothing CUDA-only stays."""
+    def _only_accelerator(self, decorator: ast.expr, name: str, scope: Scope) -> None:
+        """``@onlyCUDA`` (or ``@onlyCUDAAndPRIVATEUSE1``) in a device-type class ->
+        ``@onlyAccelerator`` (common_device_type: skips on cpu and meta), the campaign's rewrite;
+        it widens the test to every accelerator, so it is decided as any "needs CUDA" gate: only
+        where nothing CUDA-only stays."""
         span = self.source.span(decorator)
         construct = Construct("decorator", span, Need(accelerator=True, vendors=("cuda",)), scope.key, False,
                               "unittest", replacement=("onlyAccelerator",), **self.where(scope))
-        construct.own(Item(span, "DC011", "`@onlyCUDA`: CUDA-only test decorator", "@onlyAccelerator", "accelerator"))
-        if "onlyCUDA" in self.facts.imports:
-            construct.imported.append((self.facts.imports["onlyCUDA"], "onlyCUDA"))
+        construct.own(Item(span, "DC011", f"`@{name}`: CUDA-only test decorator", "@onlyAccelerator", "accelerator"))
+        if name in self.facts.imports:
+            construct.imported.append((self.facts.imports[name], name))
         self.constructs.append(construct)
         self.owned.add(id(decorator))
 

@@ -476,8 +476,18 @@ class DecoratorRule:
 ONLY_CUDA = Gate("DC011", "onlyCUDA", _blocked("runs only on CUDA", "cuda"),
                  "@onlyAccelerator, or requires_capability for the feature the test needs",
                  hardware="cuda")
+# onlyCUDAAndPRIVATEUSE1 (common_device_type.py, torch 2.14.1 line 2050) predates onlyAccelerator:
+# "CUDA and whatever out-of-tree backend is registered", the accelerators such a suite had. The
+# PrivateUse1 slot is not a vendor an author chose, so it is decided as onlyCUDA is (vendors: cuda):
+# widened to onlyAccelerator only where nothing CUDA-only stays; the PrivateUse1 run is kept.
+ONLY_CUDA_AND_PRIVATEUSE1 = Gate("DC011", "onlyCUDAAndPRIVATEUSE1",
+                                 _blocked("runs only on CUDA and the PrivateUse1 backend", "cuda"),
+                                 "@onlyAccelerator, or requires_capability for the feature the test needs",
+                                 hardware="cuda")
+ONLY_CUDA_GATES = (ONLY_CUDA, ONLY_CUDA_AND_PRIVATEUSE1)
 DECORATORS: dict[str, DecoratorRule] = {
     "onlyCUDA": DecoratorRule(ONLY_CUDA, device_type_only=True),
+    "onlyCUDAAndPRIVATEUSE1": DecoratorRule(ONLY_CUDA_AND_PRIVATEUSE1, device_type_only=True),
     "skipCUDAIf": DecoratorRule(Gate("DC011", "skipCUDAIf", ACCELERATOR,
                                      "requires_capability for what the condition protects"),
                                 condition_arg=True, device_type_only=True),

@@ -235,6 +235,70 @@ def test_an_instantiated_class_the_rewrite_widens_is_an_accelerator_class(with_c
     assert 'instantiate_device_type_tests(TestOps, globals(), except_for="cpu")' in out
 
 
+def test_only_cuda_and_privateuse1_on_generic_code_becomes_only_accelerator(with_classification: None) -> None:
+    # test/nn/test_multihead_attention.py's pattern: a class instantiated for every device type
+    # (the CPU included) whose dtype tests carry @onlyCUDAAndPRIVATEUSE1 on device-generic code. The
+    # lint reads the decorator (it was "a device check the lint cannot read", and the class stayed
+    # unclassified: one TEST_LINTER error); it becomes @onlyAccelerator, which keeps the run on
+    # the PrivateUse1 backend (emu) and the skip on the CPU, and the class is ACCELERATOR with its
+    # instantiation unchanged (no only_for, so the CPU still runs the other tests).
+    source = """\
+        import torch
+        from torch.testing._internal.common_device_type import (
+            dtypes,
+            instantiate_device_type_tests,
+            onlyCUDAAndPRIVATEUSE1,
+        )
+        from torch.testing._internal.common_utils import TestCase
+
+
+        class TestAttentionDeviceType(TestCase):
+            def test_everywhere(self, device):
+                self.assertEqual(torch.ones(2, device=device).sum().item(), 2)
+
+            @onlyCUDAAndPRIVATEUSE1
+            @dtypes(torch.half, torch.float)
+            def test_dtype(self, device, dtype):
+                self.assertEqual(torch.ones(2, device=device, dtype=dtype).dtype, dtype)
+
+
+        instantiate_device_type_tests(TestAttentionDeviceType, globals())
+        """
+    result = fix_text(textwrap.dedent(source), "test_t.py", "torch")
+    out = result.after
+    assert linter_errors(out) == []
+    assert "hw_classification = HardwareClassification.ACCELERATOR" in out
+    assert "    @onlyAccelerator\n    @dtypes(torch.half, torch.float)\n    def test_dtype" in out
+    assert "onlyCUDAAndPRIVATEUSE1" not in out  # the orphaned import goes too
+    assert "instantiate_device_type_tests(TestAttentionDeviceType, globals())\n" in out
+    assert not result.left.findings
+
+
+def test_only_cuda_and_privateuse1_stays_where_cuda_only_code_stays(with_classification: None) -> None:
+    source = """\
+        import torch
+        from torch.testing._internal.common_device_type import instantiate_device_type_tests, onlyCUDAAndPRIVATEUSE1
+        from torch.testing._internal.common_utils import TestCase
+
+
+        class TestJitDeviceType(TestCase):
+            @onlyCUDAAndPRIVATEUSE1
+            def test_jit(self, device):
+                torch.cuda.jiterator._create_jit_fn("template <typename T> T f(T x) { return x; }")
+
+
+        instantiate_device_type_tests(TestJitDeviceType, globals())
+        """
+    result = fix_text(textwrap.dedent(source), "test_t.py", "torch")
+    assert "@onlyCUDAAndPRIVATEUSE1\n    def test_jit" in result.after
+    (kept,) = [f for f in result.left.findings if f.code == "DC011"]
+    assert kept.message.startswith("`@onlyCUDAAndPRIVATEUSE1`: CUDA-only test decorator; not fixed: line 9 is CUDA-only")
+    # the class cannot be ACCELERATOR (an @only* other than onlyAccelerator) nor CUDA (only_for="cuda"
+    # would drop the PrivateUse1 run): a person decides
+    (layout_left,) = [f for f in result.left.findings if f.code == "DC013"]
+    assert "move the test to a class of its device type" in layout_left.message
+
+
 def test_what_cannot_be_laid_out_says_what_a_person_decides(with_classification: None) -> None:
     source = """\
         import unittest
