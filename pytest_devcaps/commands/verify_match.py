@@ -6,8 +6,11 @@ which ``functools.wraps`` keeps through ``instantiate_device_type_tests`` and sk
 ``TestX.test_a``; ``test_b`` and ``test_b[cpu]`` / ``test_b[emu]`` are ``test_b``. Within one
 function, the variant (parameters and dtype suffixes, device names taken out) picks the
 counterpart; a function the original did not have (a class the rewrite split off) is matched by
-its method name when that name is unique in the original. Outcomes are compared within one
-device environment (the CPU alone; the CPU with emu devices).
+its method name when that name is unique in the original. Where the original ran that function
+and variant on the converted test's device type too, that test is the counterpart (the CPU with
+emu devices runs ``TestXCPU::test_a_cpu`` and ``TestXPRIVATEUSE1::test_a_emu`` side by side: the
+emu copy is compared with the emu copy, not with the better of the two). Outcomes are compared
+within one device environment (the CPU alone; the CPU with emu devices).
 """
 
 from __future__ import annotations
@@ -67,21 +70,34 @@ class Comparison:
     collection: list[str] = field(default_factory=list)  # new collection errors, as messages
 
 
-def _counterparts(original: RunResult) -> tuple[dict[tuple[str, str], list[Outcome]], dict[str, list[Outcome]]]:
-    by_key: dict[tuple[str, str], list[Outcome]] = {}
-    by_function: dict[str, list[Outcome]] = {}
+@dataclass
+class _Counterparts:
+    """The original's tests by function, variant and device type; by function and variant; by
+    function."""
+
+    by_device: dict[tuple[str, str, str | None], list[Outcome]] = field(default_factory=dict)
+    by_key: dict[tuple[str, str], list[Outcome]] = field(default_factory=dict)
+    by_function: dict[str, list[Outcome]] = field(default_factory=dict)
+
+
+def _counterparts(original: RunResult) -> _Counterparts:
+    found = _Counterparts()
     for test in original.tests.values():
-        by_key.setdefault(_key(test), []).append(test)
-        by_function.setdefault(_key(test)[0], []).append(test)
-    return by_key, by_function
+        key = _key(test)
+        found.by_device.setdefault((*key, test.device), []).append(test)
+        found.by_key.setdefault(key, []).append(test)
+        found.by_function.setdefault(key[0], []).append(test)
+    return found
 
 
-def _match(test: Outcome, by_key: dict[tuple[str, str], list[Outcome]],
-           by_function: dict[str, list[Outcome]]) -> tuple[str, list[Outcome]]:
+def _match(test: Outcome, originals: _Counterparts) -> tuple[str, list[Outcome]]:
     """(the original function's qualified name, its tests this one stands for)."""
     function, kind = _key(test)
-    if (function, kind) in by_key:
-        return function, by_key[(function, kind)]
+    by_function = originals.by_function
+    if test.device is not None and (function, kind, test.device) in originals.by_device:
+        return function, originals.by_device[(function, kind, test.device)]
+    if (function, kind) in originals.by_key:
+        return function, originals.by_key[(function, kind)]
     if function in by_function:
         return function, by_function[function]
     method = function.rsplit(".", 1)[-1]
@@ -98,10 +114,10 @@ def compare(original: RunResult, converted: RunResult) -> Comparison:
     of these where the original's run ended before the counterpart ran;
     vanished: original tests no converted test stands for (worse when they passed)."""
     result = Comparison()
-    by_key, by_function = _counterparts(original)
+    originals = _counterparts(original)
     matched: set[str] = set()
     for test in converted.tests.values():
-        function, before = _match(test, by_key, by_function)
+        function, before = _match(test, originals)
         matched.update(t.nodeid for t in before)
         best = max(before, key=lambda t: rank(t.outcome), default=None)
         if best is not None and best.outcome == "not run":

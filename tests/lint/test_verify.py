@@ -137,6 +137,26 @@ def test_compare_maps_instantiated_and_parametrized_tests_and_says_what_changed(
     assert [c.nodeid for c in result.vanished] == ["f.py::test_gone"]
 
 
+def test_each_device_copy_is_compared_with_the_same_device_copy() -> None:
+    """The CPU with emu devices runs a PyTorch class's cpu and emu copies side by side (as
+    test_multihead_attention's compile test, which Inductor cannot lower for emu): the emu copy
+    that failed before and fails after is no worse, though the cpu copy of the same def passed."""
+    def run(emu_outcome: str) -> RunResult:
+        return RunResult("emu", {t.nodeid: t for t in [
+            outcome("f.py::TestXCPU::test_a_cpu_float64", "TestX.test_a", "passed", "cpu"),
+            outcome("f.py::TestXPRIVATEUSE1::test_a_emu_float64", "TestX.test_a", emu_outcome, "emu"),
+        ]})
+
+    same = compare(run("failed"), run("failed"))
+    assert (same.worse, same.gained, same.vanished) == ([], [], [])
+    fixed = compare(run("failed"), run("passed"))
+    assert [(c.nodeid, c.before, c.after) for c in fixed.gained] == [
+        ("f.py::TestXPRIVATEUSE1::test_a_emu_float64", "failed", "passed")]
+    broken = compare(run("passed"), run("failed"))
+    assert [(c.nodeid, c.before, c.after) for c in broken.worse] == [
+        ("f.py::TestXPRIVATEUSE1::test_a_emu_float64", "passed", "failed")]
+
+
 def test_a_test_the_original_run_never_reached_is_not_compared() -> None:
     original = RunResult("cpu", {"f.py::test_a": outcome("f.py::test_a", "test_a", "not run")})
     converted = RunResult("cpu", {"f.py::test_a": outcome("f.py::test_a", "test_a", "timeout")})
