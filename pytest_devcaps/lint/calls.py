@@ -479,6 +479,39 @@ def torch_cuda_name(host: Host, node: ast.Attribute, name: str) -> None:
     _unfixed(host, item, "no device-generic replacement here")
 
 
+def module_fallback(host: Host, node: ast.Attribute, call: ast.Call | None) -> bool:
+    """``getattr(torch, torch_device, torch.cuda)`` (Hugging Face's accelerate, transformers, peft):
+    the device's module, CUDA's where torch has no module of that name. The fallback becomes
+    ``torch.get_device_module()``, the current accelerator's module (the CPU's where none is;
+    torch/__init__.py): the same ``torch.cuda`` wherever CUDA is the accelerator, which is where
+    the code ran before, and the device's own module elsewhere. True when ``node`` was one."""
+    if call is None or not (isinstance(call.func, ast.Name) and call.func.id == "getattr") \
+            or len(call.args) != 3 or call.keywords or call.args[2] is not node \
+            or dotted(call.args[0]) != "torch" or _binds(host.source.tree, "getattr"):
+        return False
+    item = host.add(node, "DC004", "`torch.cuda` is the fallback module of a device-module lookup",
+                    "torch.get_device_module()", None, blocks=False)
+    host.own(node)
+    code = f"{host.source.segment(node.value)}.get_device_module()"
+    item.fixed(f"replaced by {code}", ReplaceExpr(host.source.span(node), "Attribute", code))
+    return True
+
+
+def _binds(tree: ast.Module, name: str) -> bool:
+    """Whether the file binds ``name`` anywhere (then a builtin of that name may not be it)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load):
+            return True
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            return True
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+                (a.asname or a.name).split(".")[0] == name for a in node.names):
+            return True
+        if isinstance(node, ast.arg) and node.arg == name:
+            return True
+    return False
+
+
 def local_alias(host: Host, statement: ast.Assign) -> bool:
     """``device = "cuda"`` (or ``torch.device("cuda")``, or the is_available() choice) in a function."""
     value = device_value(statement.value)

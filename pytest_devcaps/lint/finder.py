@@ -333,6 +333,8 @@ class Finder(ast.NodeVisitor):
         elif name.startswith(("torch.backends.cuda.", "torch.backends.cudnn.")) or name in (
                 "torch.backends.cuda", "torch.backends.cudnn"):
             calls.settings(self, node, name)
+        elif name == "torch.cuda" and calls.module_fallback(self, node, self._call_parent.get(id(node))):
+            pass
         elif name == "torch.cuda" or name.startswith("torch.cuda."):
             calls.torch_cuda_name(self, node, name)
         elif name.endswith("DeviceType.CUDA"):

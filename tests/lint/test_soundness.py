@@ -810,3 +810,54 @@ def test_under_target_torch_the_kept_multi_process_gate_holds_the_world_size() -
     assert held and all("its gate (line" in f.message and "stays" in f.message for f in held)
     counts = result.counts()
     assert sum(counts.fixed.values()) + sum(counts.left.values()) == sum(counts.found.values())
+
+
+# -- the device-module lookup of Hugging Face's suites -------------------------------------------
+
+MODULE_LOOKUP = """\
+    import torch as th
+
+    torch_device = "cpu"
+
+
+    def accelerator_module():
+        return getattr(th, torch_device, th.cuda)
+    """
+
+
+@pytest.mark.parametrize("target", ["devcaps", "torch"])
+def test_the_cuda_fallback_of_a_device_module_lookup_becomes_the_current_accelerator(target: str) -> None:
+    """accelerate's ``getattr(torch, torch_device, torch.cuda)``: only the fallback names CUDA;
+    it becomes ``torch.get_device_module()`` (torch.cuda wherever CUDA is the accelerator), through
+    the name the module bound for torch, and the report adds up."""
+    source = textwrap.dedent(MODULE_LOOKUP)
+    result = fix_text(source, "test_t.py", target)  # type: ignore[arg-type]
+    assert result.after == source.replace("th.cuda)", "th.get_device_module())")
+    counts = result.counts()
+    assert counts.fixed == {"DC004": 1} and not counts.left and counts.found == {"DC004": 1}
+
+
+def test_the_converted_lookup_finds_the_module_the_original_found() -> None:
+    """Where the device has a module of its own (here the CPU's), both find the same one."""
+    import torch
+
+    before: dict[str, object] = {}
+    after: dict[str, object] = {}
+    exec(compile(textwrap.dedent(MODULE_LOOKUP), "before", "exec"), before)
+    exec(compile(fix(MODULE_LOOKUP), "after", "exec"), after)
+    assert before["accelerator_module"]() is torch.cpu  # type: ignore[operator]
+    assert after["accelerator_module"]() is torch.cpu  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("source", [
+    # a getattr the file binds itself is not the builtin
+    textwrap.dedent(MODULE_LOOKUP) + "\n\ndef getattr(obj, name, default):\n    return default\n",
+    # the CUDA module looked into, not a fallback
+    textwrap.dedent(MODULE_LOOKUP).replace("getattr(th, torch_device, th.cuda)", "getattr(th.cuda, 'device_count')"),
+    # the fallback of a lookup on another object
+    textwrap.dedent(MODULE_LOOKUP).replace("getattr(th, torch_device, th.cuda)",
+                                           "getattr(registry, torch_device, th.cuda)"),
+])
+def test_other_uses_of_the_cuda_module_stay_findings(source: str) -> None:
+    assert unchanged(source)
+    assert any("names the CUDA module" in f for f in left(source))
