@@ -34,13 +34,49 @@ def cpu_model_and_isa() -> tuple[str, list[str]]:
     return model, [f for f in ISA_FLAGS if f in flags]
 
 
+def amd_core(family: int, model: int) -> str | None:
+    """The Zen generation of an AMD CPU family / model (a VM often names only "AMD EPYC"):
+    family 17h is Zen / Zen+ (models 00h-2Fh) and Zen 2; 19h is Zen 3 except models 10h-1Fh
+    (Genoa), 60h-7Fh and A0h-AFh (Bergamo / Siena), which are Zen 4; 1Ah is Zen 5 (AMD's
+    processor programming references, one per family)."""
+    if family == 0x17:
+        return "Zen" if model < 0x30 else "Zen2"
+    if family == 0x19:
+        return "Zen4" if 0x10 <= model <= 0x1F or 0x60 <= model <= 0x7F or 0xA0 <= model <= 0xAF else "Zen3"
+    if family == 0x1A:
+        return "Zen5"
+    return None
+
+
+def _amd_family_model() -> tuple[int, int] | None:
+    fields: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if not line.strip():
+                    break  # the first processor is enough
+                key, _, value = line.partition(":")
+                fields[key.strip()] = value.strip()
+    except OSError:
+        return None
+    if fields.get("vendor_id") != "AuthenticAMD":
+        return None
+    try:
+        return int(fields["cpu family"]), int(fields["model"])
+    except (KeyError, ValueError):
+        return None
+
+
 def machine_tag() -> str:
-    """``AMD-EPYC-AVX2``: the first two words of the model and the widest ISA (for file names)."""
+    """``AMD-EPYC-Zen4-AVX512BF16``: the first two words of the model, the Zen generation on
+    AMD, and the widest ISA (for file names)."""
     model, isa = cpu_model_and_isa()
     widest = next((name for flag, name in (("amx_tile", "AMX"), ("avx512_bf16", "AVX512BF16"),
                                            ("avx512f", "AVX512"), ("avx2", "AVX2")) if flag in isa), "noSIMD")
     words = [w for w in model.replace("(R)", "").replace("(TM)", "").split() if w.isalnum()][:2]
-    return "-".join(words + [widest])
+    amd = _amd_family_model()
+    core = amd_core(*amd) if amd is not None else None
+    return "-".join(words + ([core] if core and core not in words else []) + [widest])
 
 
 def load_average() -> float:
