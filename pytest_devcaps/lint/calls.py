@@ -484,7 +484,9 @@ def module_fallback(host: Host, node: ast.Attribute, call: ast.Call | None) -> b
     the device's module, CUDA's where torch has no module of that name. The fallback becomes
     ``torch.get_device_module()``, the current accelerator's module (the CPU's where none is;
     torch/__init__.py): the same ``torch.cuda`` wherever CUDA is the accelerator, which is where
-    the code ran before, and the device's own module elsewhere. True when ``node`` was one."""
+    the code ran before, and the device's own module elsewhere. It is asked only when the lookup
+    finds nothing (``getattr(torch, d, None) or ...``: a module is truthy), since it raises on a
+    backend that registers no module. True when ``node`` was one."""
     if call is None or not (isinstance(call.func, ast.Name) and call.func.id == "getattr") \
             or len(call.args) != 3 or call.keywords or call.args[2] is not node \
             or dotted(call.args[0]) != "torch" or _binds(host.source.tree, "getattr"):
@@ -492,8 +494,10 @@ def module_fallback(host: Host, node: ast.Attribute, call: ast.Call | None) -> b
     item = host.add(node, "DC004", "`torch.cuda` is the fallback module of a device-module lookup",
                     "torch.get_device_module()", None, blocks=False)
     host.own(node)
-    code = f"{host.source.segment(node.value)}.get_device_module()"
-    item.fixed(f"replaced by {code}", ReplaceExpr(host.source.span(node), "Attribute", code))
+    segment = host.source.segment
+    code = (f"(getattr({segment(call.args[0])}, {segment(call.args[1])}, None) "
+            f"or {segment(node.value)}.get_device_module())")
+    item.fixed(f"replaced by {code}", ReplaceExpr(host.source.span(call), "Call", code))
     return True
 
 

@@ -832,7 +832,8 @@ def test_the_cuda_fallback_of_a_device_module_lookup_becomes_the_current_acceler
     the name the module bound for torch, and the report adds up."""
     source = textwrap.dedent(MODULE_LOOKUP)
     result = fix_text(source, "test_t.py", target)  # type: ignore[arg-type]
-    assert result.after == source.replace("th.cuda)", "th.get_device_module())")
+    assert result.after == source.replace("getattr(th, torch_device, th.cuda)",
+                                          "(getattr(th, torch_device, None) or th.get_device_module())")
     counts = result.counts()
     assert counts.fixed == {"DC004": 1} and not counts.left and counts.found == {"DC004": 1}
 
