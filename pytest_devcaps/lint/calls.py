@@ -13,7 +13,7 @@ from typing import Protocol
 from pytest_devcaps.lint import rules
 from pytest_devcaps.lint.aliases import device_value
 from pytest_devcaps.lint.gating import deviceish, dotted, is_cuda_literal, last_name
-from pytest_devcaps.lint.resolution import SHADOWED, qualified
+from pytest_devcaps.lint.resolution import SHADOWED, file_binds, qualified
 from pytest_devcaps.lint.items import Item, mark_decorators
 from pytest_devcaps.lint.records import (
     AddMarks, Edit, EditCall, Hardware, Need, RemoveUnusedImport, ReplaceExpr, ReplaceStatement, Span,
@@ -489,7 +489,7 @@ def module_fallback(host: Host, node: ast.Attribute, call: ast.Call | None) -> b
     backend that registers no module. True when ``node`` was one."""
     if call is None or not (isinstance(call.func, ast.Name) and call.func.id == "getattr") \
             or len(call.args) != 3 or call.keywords or call.args[2] is not node \
-            or dotted(call.args[0]) != "torch" or _binds(host.source.tree, "getattr"):
+            or dotted(call.args[0]) != "torch" or file_binds("getattr"):
         return False
     item = host.add(node, "DC004", "`torch.cuda` is the fallback module of a device-module lookup",
                     "torch.get_device_module()", None, blocks=False)
@@ -499,21 +499,6 @@ def module_fallback(host: Host, node: ast.Attribute, call: ast.Call | None) -> b
             f"or {segment(node.value)}.get_device_module())")
     item.fixed(f"replaced by {code}", ReplaceExpr(host.source.span(call), "Call", code))
     return True
-
-
-def _binds(tree: ast.Module, name: str) -> bool:
-    """Whether the file binds ``name`` anywhere (then a builtin of that name may not be it)."""
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load):
-            return True
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
-            return True
-        if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
-                (a.asname or a.name).split(".")[0] == name for a in node.names):
-            return True
-        if isinstance(node, ast.arg) and node.arg == name:
-            return True
-    return False
 
 
 def local_alias(host: Host, statement: ast.Assign) -> bool:

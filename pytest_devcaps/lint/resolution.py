@@ -10,7 +10,8 @@ a loop or ``with`` target, its own import) shadows it in its body. Only names th
 or ``torch.cuda*`` are tracked: those are the ones the rules look up by qualified name.
 
 :func:`qualified` is read by :func:`pytest_devcaps.lint.gating.dotted` while :func:`resolving`
-is active (one file at a time, set by :func:`pytest_devcaps.lint.analyze.analyze`).
+is active (one file at a time, set by :func:`pytest_devcaps.lint.analyze.analyze`), and so is
+:func:`file_binds` (whether the file binds a builtin's name anywhere, e.g. its own ``getattr``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from typing import Iterator
 
 SHADOWED = "<local>"
 _TABLE: ContextVar[dict[int, str]] = ContextVar("devcaps_lint_names", default={})
+_TREE: ContextVar[ast.Module | None] = ContextVar("devcaps_lint_tree", default=None)
+_BOUND: ContextVar[dict[str, frozenset[str]]] = ContextVar("devcaps_lint_bound", default={})
 Function = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 
 
@@ -129,13 +132,51 @@ def resolve_names(tree: ast.Module) -> dict[int, str]:
     return table
 
 
+def bound_names(tree: ast.Module) -> frozenset[str]:
+    """Every name the file binds anywhere, in any scope: assignment, loop, ``with``, walrus and
+    ``del`` targets, parameters, ``def`` / ``class`` names, imports, ``except ... as`` names,
+    ``match`` captures and ``type`` aliases. Names a star import brings are not known and not
+    included: ``from m import *`` that exports a builtin's name is not assumed."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            names.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names if a.name != "*"}
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            names.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            names.add(node.rest)
+    return frozenset(names)
+
+
+def file_binds(name: str) -> bool:
+    """Whether the file :func:`resolving` is reading binds ``name`` anywhere (then a builtin of
+    that name may not be the builtin). Its names are collected once per file, on first use."""
+    tree = _TREE.get()
+    if tree is None:
+        return False
+    cache = _BOUND.get()
+    if "names" not in cache:
+        cache["names"] = bound_names(tree)
+    return name in cache["names"]
+
+
 @contextmanager
 def resolving(tree: ast.Module) -> Iterator[None]:
-    token = _TABLE.set(resolve_names(tree))
+    tokens = (_TABLE.set(resolve_names(tree)), _TREE.set(tree), _BOUND.set({}))
     try:
         yield
     finally:
-        _TABLE.reset(token)
+        _BOUND.reset(tokens[2])
+        _TREE.reset(tokens[1])
+        _TABLE.reset(tokens[0])
 
 
 def qualified(node: ast.Name) -> str:

@@ -851,8 +851,13 @@ def test_the_converted_lookup_finds_the_module_the_original_found() -> None:
 
 
 @pytest.mark.parametrize("source", [
-    # a getattr the file binds itself is not the builtin
+    # a getattr the file binds itself, in any of the ways Python binds a name, is not the builtin
     textwrap.dedent(MODULE_LOOKUP) + "\n\ndef getattr(obj, name, default):\n    return default\n",
+    textwrap.dedent(MODULE_LOOKUP) + "\n\ntry:\n    pass\nexcept ImportError as getattr:\n    pass\n",
+    textwrap.dedent(MODULE_LOOKUP) + "\n\ndef install():\n    global getattr\n    getattr = print\n",
+    textwrap.dedent(MODULE_LOOKUP) + "\n\nfrom operator import attrgetter as getattr\n",
+    textwrap.dedent(MODULE_LOOKUP) + "\n\nmatch 1:\n    case getattr:\n        pass\n",
+    textwrap.dedent(MODULE_LOOKUP) + "\n\nfor getattr in ():\n    pass\n",
     # the CUDA module looked into, not a fallback
     textwrap.dedent(MODULE_LOOKUP).replace("getattr(th, torch_device, th.cuda)", "getattr(th.cuda, 'device_count')"),
     # the fallback of a lookup on another object
@@ -862,3 +867,9 @@ def test_the_converted_lookup_finds_the_module_the_original_found() -> None:
 def test_other_uses_of_the_cuda_module_stay_findings(source: str) -> None:
     assert unchanged(source)
     assert any("names the CUDA module" in f for f in left(source))
+
+
+def test_a_star_import_is_not_assumed_to_bind_getattr() -> None:
+    """``from m import *`` brings names that cannot be known; the builtin is still what is meant."""
+    source = "from torch.testing._internal.common_utils import *\n" + textwrap.dedent(MODULE_LOOKUP)
+    assert "(getattr(th, torch_device, None) or th.get_device_module())" in fix(source)
