@@ -4,12 +4,13 @@ Each measurement is one fresh process: it times small torch ops (a 512^3 fp32 mm
 sum, a 64K-element add; median of --rounds calls each), then runs the middle step, then times
 the same ops again, and reports both medians and its thread count before and after:
 
-  fused    three scaled_mm calls large enough for the worker pool (2048x1024x512 fp32 in, bf16 out)
+  fused    three scaled_mm calls of four blocks each (2048x1024x512 fp32 in, bf16 out)
   control  the same number of torch.mm calls of that size (what the process did otherwise)
 
 Processes alternate fused / control, --repeat times each; printed are the medians over them of
-after / before per op. With the pool's workers starting no OpenMP team of their own the fused
-process's ratios match the control's. ``--kernels PATH`` runs another copy of devcaps_kernels
+after / before per op. A fused call runs its blocks on the calling thread with torch's own
+threads, so the fused process's ratios match the control's (before issue 30's item 7 they ran
+on a pool of single-threaded workers, which were made not to start OpenMP teams of their own). ``--kernels PATH`` runs another copy of devcaps_kernels
 (for a before/after of a change: ``git archive`` an older commit's ``kernels/`` as
 ``PATH/devcaps_kernels``).
 

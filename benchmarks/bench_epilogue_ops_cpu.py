@@ -9,7 +9,11 @@ interleaved rounds (median ms of --rounds rounds; the load average is printed pe
             acc.float(), y = x.to(bf16), reductions of y.float()
 
 ``f/ind`` and ``f/eag`` are fused / inductor and fused / eager from the same rounds; the issue's
-target is <= 1 for every row (bias + relu and reductions-only included). bf16 inputs run only
+target is <= 1 for every row (bias + relu and reductions-only included). ``--baseline-kernels
+DIR/kernels`` (another commit's ``kernels/``, from ``git archive <commit> kernels | tar -x -C
+DIR``) adds that copy's scaled_mm as a fourth column, ``f/base`` = fused / baseline: a before /
+after of a change in the same rounds. Each round runs baseline, inductor, fused, eager in that
+order, so both fused copies follow another op's OpenMP team, as a call inside a model does. bf16 inputs run only
 where aten's bf16 GEMM finishes in reasonable time on this CPU (``--bf16-shapes``): on a CPU
 without bf16 units (AVX2) it is ~60x slower than the fp32 GEMM (6.8 s vs 0.11 s at 1024^3
 measured here), which is what eager and Inductor both run for a bf16 graph, while the fused
@@ -22,14 +26,21 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Callable
 
 import torch
 import torch.nn.functional as F
-
 from devcaps_kernels import Reduce, last_backend, scaled_mm
 from devcaps_kernels import epilogue as ep
-from kernel_timing import header, interleaved, load_average, machine_tag, median
+from kernel_timing import (
+    header,
+    interleaved,
+    load_average,
+    load_kernels_copy,
+    machine_tag,
+    median,
+)
 
 Tensor = torch.Tensor
 
@@ -51,11 +62,14 @@ _EAGER_OPS: dict[str, Callable[[Tensor, dict[str, Tensor]], Tensor]] = {
     "clamp": lambda x, t: torch.clamp(x, -1.0, 1.0), "scale": lambda x, t: x * 0.5,
     "mul_col": lambda x, t: x * t["col"], "add_row": lambda x, t: x + t["row"], "add_full": lambda x, t: x + t["full"],
 }
-_FUSED_OPS: dict[str, Callable[[dict[str, Tensor]], ep.EpiOp]] = {
-    "relu": lambda t: ep.relu(), "gelu": lambda t: ep.gelu(), "gelu_tanh": lambda t: ep.gelu(approximate="tanh"),
-    "silu": lambda t: ep.silu(), "sigmoid": lambda t: ep.sigmoid(), "tanh": lambda t: ep.tanh(),
-    "clamp": lambda t: ep.clamp(-1.0, 1.0), "scale": lambda t: ep.scale(0.5), "mul_col": lambda t: ep.mul(t["col"]),
-    "add_row": lambda t: ep.add(t["row"]), "add_full": lambda t: ep.add(t["full"]),
+# each takes the epilogue module to build from (ours, or a --baseline-kernels copy's)
+_FUSED_OPS: dict[str, Callable[..., ep.EpiOp]] = {
+    "relu": lambda t, m=ep: m.relu(), "gelu": lambda t, m=ep: m.gelu(),
+    "gelu_tanh": lambda t, m=ep: m.gelu(approximate="tanh"), "silu": lambda t, m=ep: m.silu(),
+    "sigmoid": lambda t, m=ep: m.sigmoid(), "tanh": lambda t, m=ep: m.tanh(),
+    "clamp": lambda t, m=ep: m.clamp(-1.0, 1.0), "scale": lambda t, m=ep: m.scale(0.5),
+    "mul_col": lambda t, m=ep: m.mul(t["col"]), "add_row": lambda t, m=ep: m.add(t["row"]),
+    "add_full": lambda t, m=ep: m.add(t["full"]),
 }
 G64 = 64
 VARIANTS = (
@@ -88,7 +102,7 @@ def eager_graph(v: Variant) -> Callable[..., tuple[Tensor, ...]]:
     return graph
 
 
-def run_shape(m: int, n: int, k: int, dtype: torch.dtype, rounds: int) -> list[str]:
+def run_shape(m: int, n: int, k: int, dtype: torch.dtype, rounds: int, baseline: ModuleType | None = None) -> list[str]:
     import torch._dynamo
 
     gen = torch.Generator().manual_seed(m + n + k)
@@ -101,18 +115,23 @@ def run_shape(m: int, n: int, k: int, dtype: torch.dtype, rounds: int) -> list[s
         graph = eager_graph(v)
         compiled = torch.compile(graph, dynamic=False)
         ops = [_FUSED_OPS[op](t) for op in v.ops]
-        fns: dict[str, Callable[[], object]] = {
-            "fused": lambda: scaled_mm(a, b, bias=bias if v.bias else None, epilogue=ops, reductions=v.reductions),
-            "inductor": lambda: compiled(a, b, bias, t),
-            "eager": lambda: graph(a, b, bias, t),
-        }
+        fns: dict[str, Callable[[], object]] = {}
+        if baseline is not None:
+            base_ops = [_FUSED_OPS[op](t, baseline.epilogue) for op in v.ops]
+            base_reductions = tuple(baseline.Reduce(r.kind, group=r.group) for r in v.reductions)
+            fns["baseline"] = lambda: baseline.scaled_mm(a, b, bias=bias if v.bias else None, epilogue=base_ops,
+                                                         reductions=base_reductions)
+        fns["inductor"] = lambda: compiled(a, b, bias, t)
+        fns["fused"] = lambda: scaled_mm(a, b, bias=bias if v.bias else None, epilogue=ops, reductions=v.reductions)
+        fns["eager"] = lambda: graph(a, b, bias, t)
         times = {name: median(ts) for name, ts in interleaved(fns, rounds).items()}
         fns["fused"]()
         backend = last_backend()
         ratio_i, ratio_e = times["fused"] / times["inductor"], times["fused"] / times["eager"]
         verdict = "met" if max(ratio_i, ratio_e) <= 1.0 else "NOT met"
+        base = (f" {times['baseline']:9.3f} {times['fused'] / times['baseline']:6.2f}" if baseline is not None else "")
         lines.append(f"{m}x{n}x{k:<5} {str(dtype).removeprefix('torch.'):>8} {v.name[:58]:<58} {times['fused']:9.3f} "
-                     f"{times['inductor']:9.3f} {times['eager']:9.3f} {ratio_i:6.2f} {ratio_e:6.2f} {verdict:>7} {backend!r}")
+                     f"{times['inductor']:9.3f} {times['eager']:9.3f} {ratio_i:6.2f} {ratio_e:6.2f} {verdict:>7}{base} {backend!r}")
         print(lines[-1], flush=True)
         torch._dynamo.reset()
     return lines
@@ -124,16 +143,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shapes", default="512x512x512,1024x1024x512,8192x1024x64,4096x4096x256,16384x512x128,1x4096x4096,7x4096x4096")
     parser.add_argument("--bf16-shapes", default="512x512x512,1x4096x4096,7x4096x4096")
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--baseline-kernels", metavar="DIR", default=None,
+                        help="another commit's kernels/ folder, timed in the same rounds (f/base)")
     args = parser.parse_args(argv)
+    baseline = load_kernels_copy(args.baseline_kernels) if args.baseline_kernels else None
     if args.threads:
         torch.set_num_threads(args.threads)
+    base_columns = f" {'baseline':>9} {'f/base':>6}" if baseline else ""
     print(header(f"every epilogue op and reduction, fused vs Inductor vs eager ({machine_tag()})"))
     print(f"{'M x N x K':<16} {'in':>8} {'variant':<58} {'fused':>9} {'inductor':>9} {'eager':>9} {'f/ind':>6} "
-          f"{'f/eag':>6} {'<= 1':>7} backend   (median ms of {args.rounds} interleaved rounds)", flush=True)
+          f"{'f/eag':>6} {'<= 1':>7}{base_columns} backend   "
+          f"(median ms of {args.rounds} interleaved rounds)", flush=True)
     for dtype, shapes in ((torch.float32, args.shapes), (torch.bfloat16, args.bf16_shapes)):
         for shape in filter(None, shapes.split(",")):
             m, n, k = (int(x) for x in shape.split("x"))
-            run_shape(m, n, k, dtype, args.rounds)
+            run_shape(m, n, k, dtype, args.rounds, baseline)
             print(f"# load average after {shape} {str(dtype).removeprefix('torch.')}: {load_average():.1f}", flush=True)
     return 0
 

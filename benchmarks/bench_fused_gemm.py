@@ -274,7 +274,7 @@ def _with_rows(rows: Callable[[int], int], call: Callable[[], object]) -> Callab
 
     def run() -> object:
         default = cpu_backend.block_rows
-        cpu_backend.block_rows = lambda m, n, workers: rows(m)
+        cpu_backend.block_rows = lambda m, n: rows(m)
         try:
             return call()
         finally:
@@ -283,9 +283,9 @@ def _with_rows(rows: Callable[[int], int], call: Callable[[], object]) -> Callab
 
 
 def split_study(shapes: list[Shape], device: torch.device, runs: int, min_seconds: float) -> str:
-    """The CPU path's split rule on small problems: one block on the calling thread (torch's
-    threads) against two blocks on the worker pool, with inductor and bare as yardsticks."""
-    lines = [f"block split study: fused as one block vs two pooled blocks, best of >= 5 rounds (>= {min_seconds} s)",
+    """The CPU path's split rule on small problems: one block against two (both on the calling
+    thread, with torch's threads), with inductor and bare as yardsticks."""
+    lines = [f"block split study: fused as one block vs two blocks, best of >= 5 rounds (>= {min_seconds} s)",
              f"{'M x N x K':>19} {'run':>3} {'default':>8} {'1 block':>8} {'2 blocks':>8} {'inductor':>8} {'bare':>7}"
              f" {'1/2':>5} {'1/ind':>6} {'2/ind':>6}"]
     print("\n".join(lines), flush=True)
@@ -424,7 +424,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 def run_cpu_tables(args: argparse.Namespace, device: torch.device) -> None:
     shapes = [Shape.parse(s) for s in args.shapes.split(",") if s]
     print(cpu_header(args, torch.get_num_threads()), flush=True)
-    # once per process, not per shape: the worker pool, the oneDNN and OpenMP checks, imports
+    # once per process, not per shape: the oneDNN checks, imports
     _allow_one_compile_per_shape(len(shapes))
     warm = build_cpu_case(Shape(96, 128, 64), device, inductor=False)
     print(f"  process warm-up (one 96x128x64 call, not counted below): {warm.one_off:.2f} ms", flush=True)

@@ -8,10 +8,14 @@ rounds, one after another, so load from other processes hits them alike, and kee
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import platform
 import statistics
+import sys
 import time
+from pathlib import Path
+from types import ModuleType
 from typing import Callable
 
 import torch
@@ -107,3 +111,19 @@ def header(title: str) -> str:
     return (f"# {title}, {time.strftime('%Y-%m-%d %H:%M')}, torch {torch.__version__}, {model}; isa "
             f"{' '.join(isa) or 'none'}; ATen capability {torch.backends.cpu.get_cpu_capability()}; "
             f"{torch.get_num_threads()} threads; load average {load_average():.1f}")
+
+
+def load_kernels_copy(folder: str, name: str = "devcaps_kernels_baseline") -> ModuleType:
+    """Another copy of ``kernels/`` (e.g. ``git archive <commit> kernels | tar -x -C DIR``, then
+    ``DIR/kernels``) imported beside the installed ``devcaps_kernels`` as ``name``, so a before /
+    after runs in the same interleaved rounds of one process (the package imports only itself
+    relatively)."""
+    init = Path(folder) / "__init__.py"
+    if not init.is_file():
+        raise SystemExit(f"--baseline-kernels {folder}: no __init__.py there (pass the kernels/ folder itself)")
+    spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(init.parent)])
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

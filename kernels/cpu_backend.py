@@ -3,11 +3,18 @@
 Each block of rows goes through one oneDNN call (``torch.ops.mkldnn._linear_pointwise``) that
 already applies the bias and the first activation when no scale precedes them; the rest of
 the epilogue, the cast into ``y`` (in place) and every reduction then run on that block while
-it is hot. Blocks are split only when each still holds :data:`_MIN_SPLIT_ELEMENTS` outputs
-(a smaller problem is one block, run with torch's own threads), and spread over a pool of
-threads, one per intra-op thread, whose OpenMP runtime is told (per thread, never globally)
-to run one thread each: every core finishes its own blocks in its own cache and no OpenMP
-barrier is crossed per small op. torch's own thread settings are never changed.
+it is hot. Blocks run one after another on the calling thread, each op with torch's own
+intra-op threads (its OpenMP team): a block is split the same way across the team by every op
+on it, so each core keeps reading its own part of the block from its own cache. No thread of
+ours runs torch ops, and torch's thread settings are never read or changed.
+
+Why not a pool of single-threaded workers, one block each (the design before issue 30's item
+7): inside a model a fused call follows other torch ops, whose OpenMP team threads keep
+spinning on the cores for a while after their parallel region ends; workers of our own then
+share the cores with them and lose. Measured on a 2-core Zen 4 VM in the same interleaved
+rounds (``benchmarks/bench_epilogue_ops_cpu.py --baseline-kernels``, results in
+``benchmarks/results/epilogue_ops_cpu_2026-12-03_AMD-EPYC-Zen4-AVX512BF16.txt``): 1024x1024x512
+fp32 took 1.4-1.8x eager's time with the pool and at most eager's on the calling thread.
 
 Precision: the GEMM runs in bf16 only on a CPU where that is the fast GEMM (native bf16 and
 oneDNN's bf16 linear, :func:`bf16_gemm_problem`), and only when its rounded output *is* the
@@ -32,14 +39,12 @@ then says so in its ``reason``.
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import math
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable
 
 import torch
 
@@ -53,12 +58,6 @@ from .weight_cache import converted_weight
 # Aim for blocks of about this many output elements (measured best on a 2-core Zen 4 VM:
 # fewer small ops per output beat strict L2 residency: a bf16 block is 1 MiB = L2, fp32 in L3).
 _BLOCK_ELEMENTS = 1 << 19
-# Split a problem across workers only while each block keeps at least this many outputs; a
-# smaller problem runs as one block on the calling thread with torch's own threads. Measured
-# on the 2-core Zen 4 VM (benchmarks/results/fused_gemm_cpu_2026-11-30_AMD-EPYC.txt): 512^3
-# and 1024x512x512 as one block beat two blocks of 128K / 256K outputs in every round, and
-# inductor; 1024x1024x512 is faster as two blocks of 512K.
-_MIN_SPLIT_ELEMENTS = 1 << 19
 _BF16_EXACT = FP8_DTYPES + (torch.bfloat16,)
 # Up to this many rows, the GEMM reads the whole weight for little work (decode-size M): a
 # row-major b is then cached as a dense [N, K] copy, which oneDNN reads ~1.4x faster.
@@ -126,35 +125,6 @@ def bf16_fpmath_problem() -> str:
     return ""
 
 
-@functools.lru_cache(maxsize=None)
-def _omp_set_num_threads() -> Callable[[int], Any] | None:
-    """``omp_set_num_threads`` of the OpenMP runtime torch uses, if this process can call it.
-
-    OpenMP keeps that setting per thread (the nthreads-var ICV of the calling thread), so a
-    worker that sets 1 changes nothing for any other thread, unlike ``torch.set_num_threads``
-    (which also sets MKL's and the pthreadpool's global counts). None when torch's parallel
-    backend is not OpenMP, its runtime is not visible to ``dlopen(NULL)``, or the symbol found
-    there is another runtime's (checked on a scratch thread: torch must then see 1 thread).
-    """
-    if "OpenMP" not in torch.__config__.parallel_info():
-        return None
-    try:
-        setter: Callable[[int], Any] = ctypes.CDLL(None).omp_set_num_threads
-    except (OSError, AttributeError):
-        return None
-    seen: list[int] = []
-
-    def check() -> None:
-        _lazy_init_without_a_team()
-        setter(1)
-        seen.append(torch.get_num_threads())
-
-    probe = threading.Thread(target=check, name="devcaps_kernels_omp_check")
-    probe.start()
-    probe.join()
-    return setter if seen == [1] else None
-
-
 def fallback_reason(p: Problem) -> str:
     """Why ``run_cpu(p)`` runs slower than its usual path ("" when it does not)."""
     dtype = _plan_dtype(p)
@@ -164,59 +134,17 @@ def fallback_reason(p: Problem) -> str:
     return ""
 
 
-# -- blocks and workers --------------------------------------------------------------------
+# -- blocks ---------------------------------------------------------------------------------
 
-def block_rows(m: int, n: int, workers: int) -> int:
+def block_rows(m: int, n: int) -> int:
     """Rows per block: about ``_BLOCK_ELEMENTS`` outputs and at least 256 rows (the weight is
-    re-read once per block), cut so every worker gets a block while each block still holds
-    ``_MIN_SPLIT_ELEMENTS`` outputs (512x512 stays one block, 1024x1024 makes two); then
-    evened out over the blocks, so a call needs one oneDNN primitive, not a second one for a
-    short last block (M = 3000: twelve blocks of 250 rows, not eleven of 256 and one of 184)."""
+    re-read once per block), evened out over the blocks, so a call needs one oneDNN primitive,
+    not a second one for a short last block (M = N = 3000: twelve blocks of 250 rows, not eleven
+    of 256 and one of 184)."""
     n = max(n, 1)
-    rows = max(_BLOCK_ELEMENTS // n, 256)
-    if workers > 1:
-        rows = min(rows, max(-(-m // workers), -(-_MIN_SPLIT_ELEMENTS // n)))
-    rows = max(1, min(m, rows))
+    rows = max(1, min(m, max(_BLOCK_ELEMENTS // n, 256)))
     blocks = -(-m // rows)
     return -(-m // blocks)
-
-
-_pool_lock = threading.Lock()
-_pool: tuple[int, int, ThreadPoolExecutor] | None = None  # (pid, workers, pool)
-
-
-def _lazy_init_without_a_team() -> None:
-    """ATen's per-thread lazy init (``at::init_num_threads``: it sets this thread's OpenMP thread
-    count, so it must come before ours) without entering a parallel region: ``get_num_threads``
-    runs it (aten/src/ATen/ParallelOpenMP.cpp). An op big enough to go parallel would create an
-    OpenMP team for this thread first; with GNU OpenMP those extra threads count against the
-    cores (``gomp_managed_threads``), and once they outnumber them every OpenMP thread in the
-    process, torch's own included, waits with the short throttled spin and sleeps sooner: small
-    torch ops got slower for the rest of the process (issue 30: a 512^3 mm 0.32 -> 0.58 ms)."""
-    torch.get_num_threads()
-
-
-def _single_threaded_worker() -> None:
-    _lazy_init_without_a_team()
-    setter = _omp_set_num_threads()
-    assert setter is not None  # the pool is only made when it exists
-    setter(1)
-
-
-def _worker_pool(workers: int) -> ThreadPoolExecutor:
-    """A pool of ``workers`` threads whose torch ops run single-threaded."""
-    global _pool
-    with _pool_lock:
-        # A forked child inherits the pool object but not its threads: make a new one.
-        if _pool is None or _pool[:2] != (os.getpid(), workers):
-            if _pool is not None and _pool[0] == os.getpid():
-                _pool[2].shutdown(wait=False)
-            pool = ThreadPoolExecutor(workers, thread_name_prefix="devcaps_kernels",
-                                      initializer=_single_threaded_worker)
-            barrier = threading.Barrier(workers)
-            list(pool.map(lambda _: barrier.wait(), range(workers)))  # start every worker now
-            _pool = (os.getpid(), workers, pool)
-        return _pool[2]
 
 
 _scratch = threading.local()
@@ -469,6 +397,7 @@ def _run_block(p: Problem, plan: _Plan, y: torch.Tensor | None, outs: tuple[torc
 # on that thread are handed to a driver thread of the child's own.
 _fork_survivor: tuple[int, int] | None = None  # (pid, thread ident) of a forked child's survivor
 _driver: tuple[int, ThreadPoolExecutor] | None = None
+_driver_lock = threading.Lock()
 
 
 def _after_fork_in_child() -> None:
@@ -486,7 +415,7 @@ def _on_fork_survivor() -> bool:
 
 def _driver_thread() -> ThreadPoolExecutor:
     global _driver
-    with _pool_lock:
+    with _driver_lock:
         if _driver is None or _driver[0] != os.getpid():
             _driver = (os.getpid(), ThreadPoolExecutor(1, thread_name_prefix="devcaps_kernels_driver"))
         return _driver[1]
@@ -511,16 +440,7 @@ def _run_blocks(p: Problem, plan: _Plan) -> Result:
     y = torch.empty(m, n, dtype=p.out_dtype, device=p.device) if p.store_output else None
     outs = tuple(torch.empty(r.out_shape(m, n), dtype=torch.float32, device=p.device)
                  for r in p.reductions)
-    workers = torch.get_num_threads()
-    step = block_rows(m, n, workers)
-    starts = range(0, m, step)
-    pooled = workers > 1 and len(starts) > 1 and plan.onednn and _omp_set_num_threads() is not None
-    if pooled:
-        pool = _worker_pool(workers)
-        for future in [pool.submit(_run_block, p, plan, y, outs, slice(r0, min(r0 + step, m)))
-                       for r0 in starts]:
-            future.result()
-    else:
-        for r0 in starts:
-            _run_block(p, plan, y, outs, slice(r0, min(r0 + step, m)))
+    step = block_rows(m, n)
+    for r0 in range(0, m, step):
+        _run_block(p, plan, y, outs, slice(r0, min(r0 + step, m)))
     return y, outs
