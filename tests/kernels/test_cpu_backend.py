@@ -217,6 +217,23 @@ def test_relu_after_the_rounding_equals_relu_before_it():
         assert torch.equal(x.clamp(lo, hi).bfloat16().view(torch.int16), x.bfloat16().clamp(lo, hi).view(torch.int16))
 
 
+def test_amax_beside_other_reductions_of_the_rounded_output():
+    """amax takes |y| into a scratch block of its own: the sums after it still read y's values
+    (one shared buffer would hand them |y|), over several blocks, a ragged group and a NaN."""
+    gen = torch.Generator().manual_seed(3)
+    a, b = torch.randn(1100, 96, generator=gen), torch.randn(96, 1000, generator=gen)
+    a[700, 5] = float("nan")  # one row of the second block is NaN throughout
+    reductions = [Reduce("amax"), Reduce("sum"), Reduce("amax", group=48, ragged=True), Reduce("sum", group=48, ragged=True),
+                  Reduce("amax", source="fp32"), Reduce("mean", source="fp32")]
+    assert cpu.block_rows(1100, 1000) < 1100
+    y, outs = scaled_mm(a, b, out_dtype=torch.bfloat16, reductions=reductions, backend="cpu")
+    acc = a.double() @ b.double()
+    for r, got in zip(reductions, outs):
+        assert_reduction_close(got, y.float() if r.source == "output" else acc, r)
+    assert torch.isnan(outs[0][700]) and not torch.isnan(outs[0][:700]).any()
+    assert float(outs[1][:700].abs().sum()) != float(outs[0][:700].sum())  # sums of y, not of |y|
+
+
 def test_reduction_steps_derive_coarse_from_fine():
     reductions = (Reduce("sum"), Reduce("sumsq"), Reduce("sum", group=64), Reduce("mean", group=64),
                   Reduce("amax", group=128), Reduce("amax", group=32), Reduce("sum", group=96, source="fp32"))
