@@ -5,8 +5,9 @@ already applies the bias and the first activation when no scale precedes them; t
 the epilogue, the cast into ``y`` (in place) and every reduction then run on that block while
 it is hot. Blocks run one after another on the calling thread, each op with torch's own
 intra-op threads (its OpenMP team): a block is split the same way across the team by every op
-on it, so each core keeps reading its own part of the block from its own cache. No thread of
-ours runs torch ops, and torch's thread settings are never read or changed.
+on it, so each core keeps reading its own part of the block from its own cache. torch's thread
+settings are never changed, and no thread of ours runs torch ops except the one that stands in
+for a forked child's stale OpenMP team (below).
 
 Why not a pool of single-threaded workers, one block each (the design before issue 30's item
 7): inside a model a fused call follows other torch ops, whose OpenMP team threads keep
