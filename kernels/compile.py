@@ -33,7 +33,7 @@ from typing import Any, Sequence
 
 from .compile_plans import FAMILIES, PlanSpec, op_plans, reduction_plans, representative_plan
 from .gpu_targets import DEFAULT_TARGETS, GpuTarget, target
-from .triton_configs import TileConfig, config_name, configs_for, family_element_bytes, shared_bytes_estimate
+from .triton_configs import TileConfig, configs_for, family_element_bytes, shared_bytes_estimate
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,6 @@ from pytest_devcaps.config.yamlsource import (
     expect_mapping,
     expect_number,
     expect_str,
-    items,
     line_of,
     read_yaml_file,
 )

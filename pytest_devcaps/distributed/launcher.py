@@ -11,7 +11,6 @@ The process group is created on first use and destroyed at interpreter exit.
 from __future__ import annotations
 
 import atexit
-import os
 import pickle
 import traceback
 from datetime import timedelta

@@ -23,11 +23,11 @@ from pytest_devcaps.lint.records import (
     Relayout, ReplaceStatement, Span, Target, explains, join_hardware,
 )
 from pytest_devcaps.lint.regions import RegionIndex, within, within_any
+from pytest_devcaps.lint.resolution import resolving
 from pytest_devcaps.lint.rules import FREE_DEVICE_FIXTURE
+from pytest_devcaps.lint.source import TOO_DEEP, SourceFile, parse_source
 
 DEVICE = "device"
-from pytest_devcaps.lint.resolution import resolving
-from pytest_devcaps.lint.source import TOO_DEEP, SourceFile, parse_source
 
 HARDWARE_MEANING = {
     "generic": "runs anywhere, the CPU included",

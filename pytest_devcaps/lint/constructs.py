@@ -17,7 +17,7 @@ from pytest_devcaps.lint.gating import (
     need_for, resolve, unknown_device_word,
 )
 from pytest_devcaps.lint.items import Construct, Item
-from pytest_devcaps.lint.records import Need, RemoveUnusedImport, ReplaceDecorator
+from pytest_devcaps.lint.records import Need, ReplaceDecorator
 from pytest_devcaps.lint.scopes import ModuleFacts, Scope, device_parametrize, removable_device_parametrize
 from pytest_devcaps.lint.source import SourceFile
 

@@ -224,7 +224,9 @@ def local_atom(node: ast.expr, gate: LocalGate, uses: Uses) -> Atom | None:
     atoms = [a for a in atoms_in(gate.expr, scoped, in_condition=True) if a.code]
     if not atoms:
         return None
-    atom_of: Callable[[ast.expr], Atom | None] = lambda e: classify(e, scoped, in_condition=True) or generic_atom(e)
+    def atom_of(e: ast.expr) -> Atom | None:
+        return classify(e, scoped, in_condition=True) or generic_atom(e)
+
     when_true = need_for(gate.expr, gate.holds, atom_of)
     when_false = need_for(gate.expr, not gate.holds, atom_of)
     label = f"{gate.name} (line {gate.statement.lineno})"

@@ -67,7 +67,6 @@ def render_github(analyses: Sequence[Analysis]) -> str:
             lines.append(f"::error file={path},line={f.line},col={f.column},title={f.code}::"
                          f"{_escape(f.message)} (use: {_escape(f.use)})")
         if analysis.readable:
-            found = classify_file(analysis.findings)
             lines.append(f"::notice file={path},title=hardware::"
                          f"{_escape(hardware_line(analysis).split(': ', 1)[1])}")
     return "".join(line + "\n" for line in lines)

@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     import pytest
 
     from pytest_devcaps.config.catalogue import Catalogue
-    from pytest_devcaps.registry import CapabilityRegistry
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ failure) both start from :class:`Condition`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 from pytest_devcaps.marks.conditions import compile_condition, describe_facts, holds
 from pytest_devcaps.config.expressions import Expression

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 from pytest_devcaps.errors import DevcapsError
-from pytest_devcaps.gate_table import CCUDA, CUTILS, GATES
+from pytest_devcaps.gate_table import CUTILS, GATES
 from pytest_devcaps.marks.pytorch_gates import decorator_layers, installed_torch, written_decorators
 from pytest_devcaps.model import DeviceIdentity
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from pytest_devcaps.marks.conditions import compile_condition, holds
 from pytest_devcaps.config.expressions import Expression

@@ -15,7 +15,6 @@ __all__ = ["CACHE_ENV", "default_cache_dir"]  # where the cache lives is decided
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping

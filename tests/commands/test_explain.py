@@ -51,7 +51,6 @@ def test_every_capability_on_this_cpu(cpu_registry: tuple[CapabilityRegistry, Re
     assert set(explained) == set(registry.capability_names)
     for name, lines in explained.items():
         _check_block(registry, name, lines)
-        text = "\n".join(lines)
         # probed here: the probe's own line, whatever it found (ran the op, unsupported, or
         # emulated: fp8 on a CPU with AMX-INT8 goes to oneDNN's reference kernel)
         assert any(line.lstrip().startswith("probe: ") for line in lines), name

@@ -4,10 +4,8 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any, Callable
 
 import pytest

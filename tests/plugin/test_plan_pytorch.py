@@ -5,7 +5,6 @@ this host's own instances left out, expectations applied and every skip counted 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 

@@ -71,8 +71,8 @@ def test_xdist_matches_serial_and_probes_once(pytester: pytest.Pytester, tmp_pat
     assert len(log.read_text().splitlines()) == 1
     parallel.stdout.fnmatch_lines(["    4  runtime.graphs on cpu: unsupported (cli)",
                                    "4 test(s) skipped: 4 for missing capabilities, 0 for other reasons"])
-    strip = lambda d: sorted((t["nodeid"], t["outcome"], t.get("device"), tuple(t.get("requires", ())))
-                             for t in d["tests"])
+    def strip(d):
+        return sorted((t["nodeid"], t["outcome"], t.get("device"), tuple(t.get("requires", ()))) for t in d["tests"])
     assert strip(serial_json) == strip(parallel_json)
     assert serial_json["capabilities"] == parallel_json["capabilities"]
 
