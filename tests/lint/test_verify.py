@@ -178,6 +178,7 @@ def test_a_collection_error_is_worse_only_where_the_original_collected() -> None
 def test_a_rewrite_that_fails_on_the_cpu_is_undone_and_the_gain_reported(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv(DEVICES_ENV, "0")  # the CPU alone, built emu or not
+    monkeypatch.chdir(tmp_path)  # node ids relative to the file's folder, wherever the checkout is
     path = tmp_path / "test_two.py"
     path.write_text(TWO_TESTS)
     assert main(["lint", "--fix", "--verify", str(path)]) == 1  # findings left: the undone test's
@@ -216,7 +217,9 @@ def test_a_rewrite_that_fails_only_on_emu_is_undone_there(tmp_path: Path,
                                                           emu_environments: list[Environment]) -> None:
     path = tmp_path / "test_guard.py"
     path.write_text(HELPER_GUARD)
-    verdict = verify_file(path, HELPER_GUARD, envs=emu_environments, timeout_s=600)
+    # run from the file's folder: with no ini file, pytest's rootdir (and so every node id) is the
+    # common ancestor of the working directory and the file (/tmp for a checkout under /tmp)
+    verdict = verify_file(path, HELPER_GUARD, envs=emu_environments, timeout_s=600, cwd=tmp_path)
     assert verdict.text is not None and verdict.untouched == {"test_kind"}
     assert '@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")\ndef test_kind():' in verdict.text
     assert "def test_add(device):" in verdict.text
@@ -243,8 +246,9 @@ HANGS = textwrap.dedent('''\
 ''')
 
 
-def test_nothing_holds_nothing_written_and_no_process_left(tmp_path: Path,
+def test_nothing_holds_nothing_written_and_no_process_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)  # node ids relative to the file's folder, wherever the checkout is
     marker = f"devcaps-verify-{os.getpid()}-{tmp_path.name}"
     path = tmp_path / "test_hangs.py"
     path.write_text(HANGS.replace("MARKER", marker))
