@@ -409,7 +409,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--device", default=None, help="torch device (default: the accelerator, else cpu)")
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads on CPU")
     parser.add_argument("--gpu-sweep", action="store_true", help="the fp8 K sweep of .ci/gpu-check")
-    parser.add_argument("--split-study", default="", help="CPU: one block vs two pooled blocks on these shapes")
+    parser.add_argument("--split-study", default="", help="CPU: one block vs two blocks on these shapes")
     parser.add_argument("--sweep-mn", default="8192x8192", help="M x N of the GPU sweep")
     parser.add_argument("--ks", default="256,512,1024,2048,4096,8192", help="K values of the GPU sweep")
     parser.add_argument("--peak", default=None, help="GPU sweep: TB/s,bf16 TFLOP/s,fp8 TFLOP/s for a GPU "
