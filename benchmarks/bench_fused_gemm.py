@@ -274,7 +274,7 @@ def _with_rows(rows: Callable[[int], int], call: Callable[[], object]) -> Callab
 
     def run() -> object:
         default = cpu_backend.block_rows
-        cpu_backend.block_rows = lambda m, n: rows(m)
+        cpu_backend.block_rows = lambda m, n, threads: rows(m)
         try:
             return call()
         finally:

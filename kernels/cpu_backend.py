@@ -55,9 +55,11 @@ from .reductions import Reduce, finish_mean, grouped
 from .reference import Result, finish_block, run_reference
 from .weight_cache import converted_weight
 
-# Aim for blocks of about this many output elements (measured best on a 2-core Zen 4 VM:
-# fewer small ops per output beat strict L2 residency: a bf16 block is 1 MiB = L2, fp32 in L3).
-_BLOCK_ELEMENTS = 1 << 19
+# Aim for blocks of about this many output elements per intra-op thread (a block's ops split it
+# across torch's threads). Measured best on a 2-core Zen 4 VM, i.e. blocks of 512K outputs there:
+# fewer small ops per output beat strict L2 residency. Scaling with the thread count keeps each
+# thread's share the same on a larger machine, rather than splitting a 2-core block 64 ways.
+_BLOCK_ELEMENTS_PER_THREAD = 1 << 18
 _BF16_EXACT = FP8_DTYPES + (torch.bfloat16,)
 # Up to this many rows, the GEMM reads the whole weight for little work (decode-size M): a
 # row-major b is then cached as a dense [N, K] copy, which oneDNN reads ~1.4x faster.
@@ -136,13 +138,13 @@ def fallback_reason(p: Problem) -> str:
 
 # -- blocks ---------------------------------------------------------------------------------
 
-def block_rows(m: int, n: int) -> int:
-    """Rows per block: about ``_BLOCK_ELEMENTS`` outputs and at least 256 rows (the weight is
-    re-read once per block), evened out over the blocks, so a call needs one oneDNN primitive,
-    not a second one for a short last block (M = N = 3000: twelve blocks of 250 rows, not eleven
-    of 256 and one of 184)."""
+def block_rows(m: int, n: int, threads: int) -> int:
+    """Rows per block: about ``_BLOCK_ELEMENTS_PER_THREAD`` outputs per intra-op thread and at
+    least 256 rows (the weight is re-read once per block), evened out over the blocks, so a call
+    needs one oneDNN primitive, not a second one for a short last block (M = N = 3000 on 2
+    threads: twelve blocks of 250 rows, not eleven of 256 and one of 184)."""
     n = max(n, 1)
-    rows = max(1, min(m, max(_BLOCK_ELEMENTS // n, 256)))
+    rows = max(1, min(m, max(_BLOCK_ELEMENTS_PER_THREAD * max(threads, 1) // n, 256)))
     blocks = -(-m // rows)
     return -(-m // blocks)
 
@@ -445,7 +447,7 @@ def _run_blocks(p: Problem, plan: _Plan) -> Result:
     y = torch.empty(m, n, dtype=p.out_dtype, device=p.device) if p.store_output else None
     outs = tuple(torch.empty(r.out_shape(m, n), dtype=torch.float32, device=p.device)
                  for r in p.reductions)
-    step = block_rows(m, n)
+    step = block_rows(m, n, torch.get_num_threads())
     for r0 in range(0, m, step):
         _run_block(p, plan, y, outs, slice(r0, min(r0 + step, m)))
     return y, outs

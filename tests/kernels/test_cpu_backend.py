@@ -162,22 +162,25 @@ def test_weight_cache_is_bounded_and_skips_inference_tensors():
     assert weight_cache.converted_weight(same, torch.bfloat16).data_ptr() == same.data_ptr()
 
 
-@pytest.mark.parametrize(("m", "n", "rows"), [
-    (512, 512, 512),        # one block of 256K outputs
-    (1024, 512, 1024),
-    (1024, 1024, 512),      # two blocks of 512K
-    (4096, 4096, 256),
-    (8192, 8192, 256),
-    (65536, 256, 2048),
-    (64, 16384, 64),        # never fewer than 256 rows (or all of them): the weight is read per block
-    (7, 4096, 7),
-    (1, 4096, 1),
-    (300, 128, 300),        # 38K outputs: one block
-    (3000, 3000, 250),      # twelve even blocks, one oneDNN primitive
-    (1000, 4096, 250),
+@pytest.mark.parametrize(("m", "n", "threads", "rows"), [
+    (512, 512, 2, 512),        # one block of 256K outputs
+    (1024, 512, 2, 1024),
+    (1024, 1024, 2, 512),      # two blocks of 512K
+    (4096, 4096, 2, 256),
+    (8192, 8192, 2, 256),
+    (65536, 256, 2, 2048),
+    (64, 16384, 2, 64),        # never fewer than 256 rows (or all of them): the weight is read per block
+    (7, 4096, 2, 7),
+    (1, 4096, 2, 1),
+    (300, 128, 2, 300),        # 38K outputs: one block
+    (3000, 3000, 2, 250),      # twelve even blocks, one oneDNN primitive
+    (1000, 4096, 2, 250),
+    (1024, 1024, 1, 256),      # one thread: a quarter of the outputs per block
+    (8192, 1024, 16, 4096),    # sixteen threads: each keeps a 2-thread block's share
+    (8192, 1024, 0, 256),      # a nonsense count reads as one thread
 ])
-def test_block_rows(m, n, rows):
-    assert cpu.block_rows(m, n) == rows
+def test_block_rows(m, n, threads, rows):
+    assert cpu.block_rows(m, n, threads) == rows
 
 
 @pytest.mark.parametrize("fast_bf16", [True, False], ids=["bf16-gemm-fast", "bf16-gemm-slow"])
@@ -217,15 +220,15 @@ def test_relu_after_the_rounding_equals_relu_before_it():
         assert torch.equal(x.clamp(lo, hi).bfloat16().view(torch.int16), x.bfloat16().clamp(lo, hi).view(torch.int16))
 
 
-def test_amax_beside_other_reductions_of_the_rounded_output():
+def test_amax_beside_other_reductions_of_the_rounded_output(monkeypatch):
     """amax takes |y| into a scratch block of its own: the sums after it still read y's values
     (one shared buffer would hand them |y|), over several blocks, a ragged group and a NaN."""
     gen = torch.Generator().manual_seed(3)
     a, b = torch.randn(1100, 96, generator=gen), torch.randn(96, 1000, generator=gen)
-    a[700, 5] = float("nan")  # one row of the second block is NaN throughout
+    a[700, 5] = float("nan")  # one row of the third block is NaN throughout
     reductions = [Reduce("amax"), Reduce("sum"), Reduce("amax", group=48, ragged=True), Reduce("sum", group=48, ragged=True),
                   Reduce("amax", source="fp32"), Reduce("mean", source="fp32")]
-    assert cpu.block_rows(1100, 1000) < 1100
+    monkeypatch.setattr(cpu, "block_rows", lambda m, n, threads: 256)  # five blocks, whatever the thread count
     y, outs = scaled_mm(a, b, out_dtype=torch.bfloat16, reductions=reductions, backend="cpu")
     acc = a.double() @ b.double()
     for r, got in zip(reductions, outs):
