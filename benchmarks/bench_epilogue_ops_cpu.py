@@ -13,11 +13,11 @@ target is <= 1 for every row (bias + relu and reductions-only included). ``--bas
 DIR/kernels`` (another commit's ``kernels/``, from ``git archive <commit> kernels | tar -x -C
 DIR``) adds that copy's scaled_mm as a fourth column, ``f/base`` = fused / baseline: a before /
 after of a change in the same rounds. Each round runs baseline, inductor, fused, eager in that
-order, so both fused copies follow another op's OpenMP team, as a call inside a model does. bf16 inputs run only
-where aten's bf16 GEMM finishes in reasonable time on this CPU (``--bf16-shapes``): on a CPU
-without bf16 units (AVX2) it is ~60x slower than the fp32 GEMM (6.8 s vs 0.11 s at 1024^3
-measured here), which is what eager and Inductor both run for a bf16 graph, while the fused
-path runs the exact fp32 GEMM on the bf16 values.
+order, so both fused copies follow another op's OpenMP team, as a call inside a model does.
+bf16 inputs run only where aten's bf16 GEMM finishes in reasonable time on this CPU
+(``--bf16-shapes``): on a CPU without bf16 units (AVX2) it is ~60x slower than the fp32 GEMM
+(6.8 s vs 0.11 s at 1024^3 measured here), which is what eager and Inductor both run for a bf16
+graph, while the fused path runs the exact fp32 GEMM on the bf16 values.
 
     python benchmarks/bench_epilogue_ops_cpu.py --rounds 7
 """

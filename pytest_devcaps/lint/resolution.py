@@ -17,14 +17,14 @@ is active (one file at a time, set by :func:`pytest_devcaps.lint.analyze.analyze
 from __future__ import annotations
 
 import ast
+import functools
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Iterator
 
 SHADOWED = "<local>"
 _TABLE: ContextVar[dict[int, str]] = ContextVar("devcaps_lint_names", default={})
-_TREE: ContextVar[ast.Module | None] = ContextVar("devcaps_lint_tree", default=None)
-_BOUND: ContextVar[dict[str, frozenset[str]]] = ContextVar("devcaps_lint_bound", default={})
+_FILE: ContextVar[_File | None] = ContextVar("devcaps_lint_file", default=None)
 Function = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 
 
@@ -156,27 +156,32 @@ def bound_names(tree: ast.Module) -> frozenset[str]:
     return frozenset(names)
 
 
+class _File:
+    """The file :func:`resolving` is reading; its bound names are collected on first use."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.tree = tree
+
+    @functools.cached_property
+    def bound(self) -> frozenset[str]:
+        return bound_names(self.tree)
+
+
 def file_binds(name: str) -> bool:
     """Whether the file :func:`resolving` is reading binds ``name`` anywhere (then a builtin of
-    that name may not be the builtin). Its names are collected once per file, on first use."""
-    tree = _TREE.get()
-    if tree is None:
-        return False
-    cache = _BOUND.get()
-    if "names" not in cache:
-        cache["names"] = bound_names(tree)
-    return name in cache["names"]
+    that name may not be the builtin)."""
+    current = _FILE.get()
+    return current is not None and name in current.bound
 
 
 @contextmanager
 def resolving(tree: ast.Module) -> Iterator[None]:
-    tokens = (_TABLE.set(resolve_names(tree)), _TREE.set(tree), _BOUND.set({}))
+    table, current = _TABLE.set(resolve_names(tree)), _FILE.set(_File(tree))
     try:
         yield
     finally:
-        _BOUND.reset(tokens[2])
-        _TREE.reset(tokens[1])
-        _TABLE.reset(tokens[0])
+        _FILE.reset(current)
+        _TABLE.reset(table)
 
 
 def qualified(node: ast.Name) -> str:
