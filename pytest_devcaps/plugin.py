@@ -17,6 +17,7 @@ from typing import Any, Generator
 
 import pytest
 
+from pytest_devcaps._util.environ import ENV_EMU_DEVICES
 from pytest_devcaps.session import collection, startup
 
 
@@ -59,6 +60,8 @@ def pytest_cmdline_main(config: pytest.Config) -> Generator[None, Any, Any]:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    if ENV_EMU_DEVICES in os.environ:
+        _check_emu_devices()
     startup.register(config)  # markers, fixtures, the suite hooks
     worker = getattr(config, "workerinput", None) is not None  # xdist sets it in workers only
     xdist = worker or bool(getattr(config.option, "tx", None))  # an xdist worker or controller (-n / --tx)
@@ -66,6 +69,18 @@ def pytest_configure(config: pytest.Config) -> None:
         startup.defer(config, lambda: _placement(config))  # nothing of ours is set: on first need
     else:
         _start(config, worker, xdist)
+
+
+def _check_emu_devices() -> None:
+    """A bad emu device count is a usage error now (one line, exit 4): torch's autoload loads emu
+    into any process that sets the variable, so the first ``import torch`` would fail on it.
+    (emu's vendor hooks are loaded with the registry, through the ``devcaps`` entry-point group.)"""
+    from pytest_devcaps.emu.config import EmuConfigError, check_requested
+
+    try:
+        check_requested(os.environ)
+    except EmuConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def _start(config: pytest.Config, worker: bool, xdist: bool) -> None:

@@ -11,9 +11,9 @@ does nothing: installing pytest-devcaps never changes torch for anyone else.
 This package is also the worked example of "bring up your backend" (README): the autoload
 function is what a vendor's package registers for torch, :mod:`pytest_devcaps.emu.adapter` is
 the backend adapter it gives pytest-devcaps, :mod:`pytest_devcaps.emu.vendor_hooks` the hook that
-registers it. Importing this module imports nothing (the ``devcaps-emu`` pytest plugin is
-loaded into every pytest session; torch's import runs the autoload): ``DEVICES_ENV``, the
-variable's name, is served from the environment-variable table on first use.
+registers it. Importing this module imports nothing (torch's import runs the autoload in every
+process): ``DEVICES_ENV``, the variable's name, is served from the environment-variable table on
+first use.
 """
 
 from __future__ import annotations

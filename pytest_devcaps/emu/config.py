@@ -13,6 +13,15 @@ class EmuConfigError(ConfigError):
     """``PYTEST_DEVCAPS_EMU_DEVICES`` or ``EMU_VISIBLE_DEVICES`` holds something unusable."""
 
 
+def check_requested(environ: Mapping[str, str]) -> None:
+    """Refuse an unusable emu device count where emu devices are asked for
+    (:class:`EmuConfigError`); the pytest plugin calls it when pytest starts, so a bad count is
+    one usage error, not a test module's ``import torch`` failing in torch's autoload and the next
+    one crashing on the half-imported torch."""
+    if requested(environ):
+        device_count(environ)
+
+
 def requested(environ: Mapping[str, str]) -> bool:
     """True when this process asks for emu devices (the variable is set and not empty)."""
     return bool(environ.get(ENV_EMU_DEVICES, "").strip())

@@ -1,10 +1,13 @@
 """The hooks a vendor's package implements: its backend adapter, its collective backend's
 capability and probe, and its say on the answers.
 
-Registered under the ``pytest11`` entry-point group (pytest sessions) and the ``devcaps`` group
-(the ``devcaps`` CLI). ``optionalhook``: it loads harmlessly where pytest-devcaps' hooks are not
-registered (``-p no:devcaps``). Importing it imports neither torch, pytest nor the plugin
-(``devcaps probe`` runs without pytest): the marker is pluggy's, the one ``pytest.hookimpl`` is.
+Registered under the ``devcaps`` entry-point group, which a pytest session loads when it first
+builds a registry, as the ``devcaps`` CLI and library code do; not under ``pytest11``, so a
+session that never builds a registry does not import emu at all. ``optionalhook``: it loads
+harmlessly where pytest-devcaps' hooks are not registered. Importing it imports neither torch,
+pytest nor the plugin (``devcaps probe`` runs without pytest): the marker is pluggy's, the one
+``pytest.hookimpl`` is. A bad ``PYTEST_DEVCAPS_EMU_DEVICES`` is refused when pytest starts by the
+plugin itself (:func:`pytest_devcaps.emu.config.check_requested`).
 """
 
 from __future__ import annotations
@@ -19,29 +22,6 @@ if TYPE_CHECKING:
     from pytest_devcaps.registry.registrars import BackendRegistrar, CapabilityRegistrar
 
 hookimpl = pluggy.HookimplMarker("pytest")
-
-
-@hookimpl(tryfirst=True)
-def pytest_configure(config: object) -> None:
-    """A bad emu device count is a usage error when pytest starts (one line, exit 4), before a
-    test module's ``import torch`` fails in torch's autoload, and the next one's crashes on the
-    half-imported torch. Reads the environment only (no torch; unset, nothing beyond the
-    variable's name)."""
-    import os
-
-    from pytest_devcaps._util.environ import ENV_EMU_DEVICES
-
-    if ENV_EMU_DEVICES not in os.environ:
-        return  # unset: no emu (emu.config, which reads it, imports the errors)
-    from pytest_devcaps.emu.config import EmuConfigError, device_count, requested
-
-    if requested(os.environ):
-        try:
-            device_count(os.environ)
-        except EmuConfigError as exc:
-            import pytest
-
-            raise pytest.UsageError(str(exc)) from None
 
 
 @hookimpl(optionalhook=True)
