@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import pluggy
 
-from pytest_devcaps.errors import DevcapsWarning
 
 if TYPE_CHECKING:
     from pytest_devcaps.model import CapabilityRecord, DeviceIdentity
@@ -146,6 +145,8 @@ def load_vendor_plugins(manager: pluggy.PluginManager) -> list[str]:
         try:
             plugin = entry.load()
         except Exception as exc:
+            from pytest_devcaps.errors import DevcapsWarning  # not at import: every session imports this
+
             warnings.warn(f"pytest-devcaps: skipping the vendor plugin {entry.name!r} "
                           f"({entry.value}): {type(exc).__name__}: {exc}", DevcapsWarning,
                           stacklevel=2)

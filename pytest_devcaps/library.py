@@ -16,8 +16,10 @@ if TYPE_CHECKING:
 
     from pytest_devcaps.registry import CapabilityRegistry
 
-RegistrySource = Union["CapabilityRegistry", Callable[[], "CapabilityRegistry"]]
-"""A registry, or what builds one on first use (a pytest session's, which is built lazily)."""
+    #: A registry, or what builds one on first use (a pytest session's, which is built lazily).
+    #: A name for the type checker only: every pytest session imports this module, and a
+    #: ``Union`` of forward references is built when the module runs.
+    RegistrySource = Union[CapabilityRegistry, Callable[[], CapabilityRegistry]]
 
 _installed: list[RegistrySource] = []
 

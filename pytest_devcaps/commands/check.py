@@ -227,7 +227,7 @@ def legend_lines(devices: Sequence[str]) -> list[str]:
 
 def hardware_lines(results: Sequence[SuiteResult]) -> list[str]:
     """Tests per hardware class and suite: ``hardware  kernels: generic 40, accelerator 3``."""
-    from pytest_devcaps.marks.hardware import count_text
+    from pytest_devcaps.marks.names import count_text
 
     return [f"hardware {result.name}: {count_text(result.hardware)}"
             for result in results if result.hardware]

@@ -7,16 +7,16 @@ same words. Which class a test has is :mod:`pytest_devcaps.marks.classification`
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from pytest_devcaps.errors import MarkerError, did_you_mean
-from pytest_devcaps.marks.names import GENERIC_CLASS, HARDWARE_ATTRIBUTE
+from pytest_devcaps.marks.names import ACCELERATOR_CLASS, GENERIC_CLASS, HARDWARE_ATTRIBUTE
 
 if TYPE_CHECKING:
     from pytest_devcaps.registry import CapabilityRegistry
 
 GENERIC = GENERIC_CLASS
-ACCELERATOR = "accelerator"
+ACCELERATOR = ACCELERATOR_CLASS
 MARKER = "hardware"
 #: The class attribute PyTorch's device-generic test classes declare a class with.
 ATTRIBUTE = HARDWARE_ATTRIBUTE
@@ -51,9 +51,3 @@ def check_class(value: Any, registry_of: Any = None, *, marker: str = MARKER) ->
                                   f"expected {GENERIC}, {ACCELERATOR}, or a device type or vendor "
                                   f"({', '.join(known[2:])})")
     return name
-
-
-def count_text(counts: Mapping[str, int]) -> str:
-    """``generic 10, accelerator 3, cuda 1``: generic, accelerator, then the rest by name."""
-    order = sorted(counts, key=lambda name: (name != GENERIC, name != ACCELERATOR, name))
-    return ", ".join(f"{name} {counts[name]}" for name in order) or "no tests"

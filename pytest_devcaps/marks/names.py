@@ -8,7 +8,11 @@ checks that a session of plain tests imports none of them).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Mapping
+
+if TYPE_CHECKING:
+    import pytest
+    from _pytest.nodes import Node
 
 #: ``pytest --markers`` lines of every devcaps marker (``evaluation.SIGNATURES`` has one entry each).
 MARKER_LINES = (
@@ -44,7 +48,15 @@ RANKS_MARKER = "requires_ranks"
 #: PyTorch's device-generic test classes declare one with (``hw_classification =
 #: HardwareClassification.ACCELERATOR``; a plain string works too).
 GENERIC_CLASS = "generic"
+ACCELERATOR_CLASS = "accelerator"
 HARDWARE_ATTRIBUTE = "hw_classification"
+
+
+def count_text(counts: Mapping[str, int]) -> str:
+    """``generic 10, accelerator 3, cuda 1``: generic, accelerator, then the rest by name (here,
+    not in ``marks/hardware``: every session's collection line is written with it)."""
+    order = sorted(counts, key=lambda name: (name != GENERIC_CLASS, name != ACCELERATOR_CLASS, name))
+    return ", ".join(f"{name} {counts[name]}" for name in order) or "no tests"
 
 #: PyTorch's test-helper modules whose gates ``marks/pytorch_gates.py`` reads. A session reads
 #: gates only when a collected module imported one of them: ``import torch`` itself loads other
@@ -72,3 +84,26 @@ def callspec_param(callspec: Any, names: tuple[str, ...]) -> Any:
     """The first of ``names`` a test's callspec has (its device or dtype parameter), else None."""
     params = getattr(callspec, "params", {})
     return next((params[name] for name in names if name in params), None)
+
+
+class InheritedMarks:
+    """The devcaps marks a node sees, closest first (``node.iter_markers()`` of
+    :data:`MARKER_NAMES`), with each parent's share (its own marks and its parents', as
+    ``iter_markers`` walks them) read once for the tests of one module or class, not once per
+    test. For one hook's loop over the collected tests, where nothing adds marks to a parent."""
+
+    __slots__ = ("_shares",)
+
+    def __init__(self) -> None:
+        self._shares: dict[Node, tuple[pytest.Mark, ...]] = {}
+
+    def __call__(self, node: Node) -> list[pytest.Mark]:
+        own = node.own_markers
+        marks = [m for m in own if m.name in MARKER_NAMES] if own else []
+        parent = node.parent
+        if parent is not None:
+            share = self._shares.get(parent)
+            if share is None:
+                share = self._shares[parent] = tuple(m for m in parent.iter_markers() if m.name in MARKER_NAMES)
+            marks.extend(share)
+        return marks

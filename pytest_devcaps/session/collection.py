@@ -5,11 +5,11 @@ devcaps. A wrong mark errors its own tests at setup, never the whole module."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 import pytest
 
-from pytest_devcaps.marks.names import (DEVICE_NAMES, DTYPE_NAMES, MARKER_NAMES, callspec_param,
+from pytest_devcaps.marks.names import (DEVICE_NAMES, DTYPE_NAMES, MARKER_NAMES, InheritedMarks, callspec_param,
                                         pytorch_gates_in_use)
 from pytest_devcaps.session.fixtures import item_device
 from pytest_devcaps.session.keys import (
@@ -37,11 +37,16 @@ def devcaps_marks(node: pytest.Item) -> list[pytest.Mark]:
 
 
 def generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Check the definition's marks and parametrize ``device`` / ``dtype``; a wrong mark is
-    kept for its items' setup (as pytest's skipif with a bad condition)."""
+    """Parametrize ``device`` / ``dtype`` (checking the definition's marks first); a wrong mark is
+    kept for its items' setup (as pytest's skipif with a bad condition). A test that asks for
+    none of our parametrized fixtures is left alone here: its marks are checked with its items
+    (``collect_items``), and most tests of most sessions have no devcaps mark at all."""
+    fixturenames = metafunc.fixturenames
+    if not _requests_any(fixturenames, _PARAMETRIZED_FIXTURES):
+        return
     marks = devcaps_marks(metafunc.definition)
-    if not marks and not any(name in metafunc.fixturenames for name in DEVICE_NAMES):
-        return  # this test does not use devcaps: nothing is built for it
+    if not marks and not _requests_any(fixturenames, DEVICE_NAMES):
+        return  # a dtype fixture without a dtypes mark: nothing to build
     from pytest_devcaps.errors import DevcapsError
     from pytest_devcaps.session.parametrize import parametrize
     from pytest_devcaps.session.state import RegistryUnavailable
@@ -54,13 +59,20 @@ def generate_tests(metafunc: pytest.Metafunc) -> None:
 
     key = definition_key(metafunc.definition)
     try:
-        validate_marks(metafunc.definition, registry, metafunc.fixturenames, marks)
+        validate_marks(metafunc.definition, registry, fixturenames, marks)
         parametrize(metafunc, state)
     except DevcapsError as exc:
         problems = metafunc.config.stash.setdefault(DEFINITION_PROBLEM_KEY, {})
         problems[key] = f"{metafunc.definition.nodeid}: {exc}"
         return
     metafunc.config.stash.setdefault(VALIDATED_KEY, {})[key] = tuple(marks)
+
+
+def _requests_any(fixturenames: Sequence[str], names: Iterable[str]) -> bool:
+    for name in names:  # a loop, not any(): asked for every test of every session
+        if name in fixturenames:
+            return True
+    return False
 
 
 def collect_items(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -72,35 +84,43 @@ def collect_items(config: pytest.Config, items: list[pytest.Item]) -> None:
         from pytest_devcaps.pytorch_compat import fill_privateuse1_capabilities
 
         fill_privateuse1_capabilities()
+    view = InheritedMarks()
+    used = False
     for item in items:
-        _evaluate_item(config, item)
-    _register_run_hooks(config, items)
+        used |= _evaluate_item(config, item, view(item))
+    _register_run_hooks(config, used or any(CLASS_PROBLEM_KEY in item.stash for item in items))
 
 
-def _evaluate_item(config: pytest.Config, item: pytest.Item) -> None:
-    marks = devcaps_marks(item)
+def _evaluate_item(config: pytest.Config, item: pytest.Item, marks: list[pytest.Mark]) -> bool:
+    """Evaluate one test's devcaps ``marks`` (or stash why they are wrong): whether it uses devcaps."""
     callspec = getattr(item, "callspec", None)
+    params = callspec.params if callspec is not None else None
+    if not marks and not params:
+        return False  # this test does not use devcaps (and builds nothing)
     uses_device = callspec_param(callspec, DEVICE_NAMES) is not None
     dtype_param = callspec_param(callspec, DTYPE_NAMES)
     if not marks and not uses_device and dtype_param is None:
-        return  # this test does not use devcaps (and builds nothing)
+        return False
     key = definition_key(item)
     definition_problem = config.stash.get(DEFINITION_PROBLEM_KEY, {}).get(key)
     if definition_problem is not None:
         item.stash[MARK_PROBLEM_KEY] = definition_problem
-        return
+        return True
     from pytest_devcaps.errors import DevcapsError
+    from pytest_devcaps.session.state import RegistryUnavailable
 
     state = session_state(config)
     try:
         if config.stash.get(VALIDATED_KEY, {}).get(key) != tuple(marks):  # unchecked, or marks added since
             validate_marks(item, state.registry, getattr(item, "fixturenames", None), marks)
+    except RegistryUnavailable as exc:  # first needed here, by a test without our fixtures
+        raise pytest.UsageError(str(exc)) from None
     except DevcapsError as exc:
-        item.stash[MARK_PROBLEM_KEY] = str(exc)
-        return
+        item.stash[MARK_PROBLEM_KEY] = f"{_definition_id(key)}: {exc}"  # as generate_tests words it
+        return True
     marks = [m for m in marks if m.name != "dtypes"]
     if not marks and not uses_device and dtype_param is None:
-        return
+        return False
     from pytest_devcaps.marks.evaluation import evaluate
 
     evaluation = evaluate(marks, state.registry, item_device(item), dtype_param)
@@ -110,6 +130,7 @@ def _evaluate_item(config: pytest.Config, item: pytest.Item) -> None:
     item.user_properties.append(("devcaps_device", evaluation.device))
     if evaluation.required:
         item.user_properties.append(("devcaps_requires", ",".join(evaluation.required)))
+    return True
 
 
 def validate_marks(node: pytest.Item, registry: CapabilityRegistry, fixturenames: Sequence[str] | None,
@@ -144,25 +165,26 @@ def _validation_key(marks: list[pytest.Mark], fixtures: frozenset[str] | None) -
     return key
 
 
+def _definition_id(key: DefinitionKey) -> str:
+    """The node id of a test's definition (its items' without the parameters)."""
+    parent, name = key
+    return f"{parent}::{name}" if parent else name
+
+
 def definition_key(node: pytest.Item) -> DefinitionKey:
     parent = node.parent
     return (parent.nodeid if parent is not None else "", getattr(node, "originalname", node.name))
 
 
-def _register_run_hooks(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The setup and report hooks, where a collected test uses devcaps or a JSON report wants
-    every test's hardware class: a session of plain tests pays no hook call per test for them."""
+def _register_run_hooks(config: pytest.Config, used: bool) -> None:
+    """The setup and report hooks, where a collected test uses devcaps (``used``: evaluated marks
+    or a device parameter, or marks or a class that failed to check) or a JSON report wants every
+    test's hardware class: a session of plain tests pays no hook call per test for them."""
     manager = config.pluginmanager
     if manager.has_plugin(RUN_HOOKS):
         return
     state = started_state(config)  # not started: no --devcaps-json
-    if (state is not None and state.settings.json_path) or any(_uses_devcaps(item) for item in items):
+    if used or (state is not None and state.settings.json_path):
         from pytest_devcaps.session.runtest import RunHooks
 
         manager.register(RunHooks(), RUN_HOOKS)
-
-
-def _uses_devcaps(item: pytest.Item) -> bool:
-    """Evaluated marks or a device parameter, or marks or a class that failed to check."""
-    stash = item.stash
-    return EVALUATION_KEY in stash or MARK_PROBLEM_KEY in stash or CLASS_PROBLEM_KEY in stash

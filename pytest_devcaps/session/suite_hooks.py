@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Generator
 import pytest
 
 from pytest_devcaps.session.fixtures import item_device
-from pytest_devcaps.marks.names import GENERIC_CLASS, HARDWARE_ATTRIBUTE, MARKER_NAMES, pytorch_gates_in_use
+from pytest_devcaps.marks.names import GENERIC_CLASS, HARDWARE_ATTRIBUTE, InheritedMarks, pytorch_gates_in_use
 from pytest_devcaps.marks.names import RANKS_MARKER
 from pytest_devcaps.session.keys import (CLASS_PROBLEM_KEY, CLASS_SKIP_KEY, EVALUATION_KEY, GATES_SEEN_KEY,
                                          HARDWARE_KEY, RANKS_KEY, WORLD_KEY, session_state, started_state)
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from pytest_devcaps.marks.classification import Classification
 
 EXPECTATION_PROPERTY = "devcaps_xfail_on"
+_FUNCTION_CLASS = pytest.Function.cls  # the property: a test's class is its parent's
 
 
 class SuiteHooks:
@@ -41,32 +42,37 @@ class SuiteHooks:
         self.counts: Counter[str] = Counter()
         self.inferred = 0
         self.deselected = 0
+        self.checked_at_setup = False  # a test was given a check at setup (the SetupChecks plugin)
+        self._last_parent: object = None
+        self._last_class: type | None = None
 
     def _registry(self) -> Any:
         return session_state(self.config).registry
 
     def _selection(self) -> tuple[str, ...]:
+        """``--devcaps-hardware``'s classes, a bad one a usage error; () where it is not set."""
         state = started_state(self.config)  # not started: nothing of ours is set, no selection
         setting = state.settings.hardware if state is not None else None
         if setting is None or not setting.value:
             return ()
+        from pytest_devcaps.errors import DevcapsError
         from pytest_devcaps.marks import classification
 
-        return classification.parse_selection(setting.value, setting.source, self._registry)
+        try:
+            return classification.parse_selection(setting.value, setting.source, self._registry)
+        except DevcapsError as exc:
+            raise pytest.UsageError(f"pytest-devcaps: {exc}") from None
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        from pytest_devcaps.errors import DevcapsError
-
-        try:
-            selection = self._selection()
-        except DevcapsError as exc:
-            raise pytest.UsageError(f"pytest-devcaps: {exc}") from None
+        selection = self._selection()
         kept: list[pytest.Item] = []
         deselected: list[pytest.Item] = []
         self.gates_active = pytorch_gates_in_use()  # without importing pytorch_gates
+        view = InheritedMarks()
+        self.checked_at_setup = False
         for item in items:
-            found = self._prepare(item)
+            found = self._prepare(item, view(item))
             if found is not None and selection and found not in selection:
                 deselected.append(item)
             else:
@@ -76,19 +82,19 @@ class SuiteHooks:
             config.hook.pytest_deselected(items=deselected)
             items[:] = kept
         manager = config.pluginmanager
-        if any(CLASS_SKIP_KEY in i.stash or WORLD_KEY in i.stash or RANKS_KEY in i.stash for i in items) \
-                and not manager.has_plugin(SETUP_PLUGIN):
+        if self.checked_at_setup and not manager.has_plugin(SETUP_PLUGIN) \
+                and any(CLASS_SKIP_KEY in i.stash or WORLD_KEY in i.stash or RANKS_KEY in i.stash for i in items):
             manager.register(SetupChecks(), SETUP_PLUGIN)
 
-    def _prepare(self, item: pytest.Item) -> str | None:
-        """Classify and expect one test: its class, or None (and an error at setup)."""
-        marks = list(item.iter_markers())
-        cls = getattr(item, "cls", None)
+    def _prepare(self, item: pytest.Item, marks: list[pytest.Mark]) -> str | None:
+        """Classify and expect one test from its devcaps ``marks`` (closest first): its class, or
+        None (and an error at setup)."""
+        cls = self._class_of(item)
         gates = self._gates(item, cls)
-        if any(m.name == RANKS_MARKER for m in marks):
+        if marks and any(m.name == RANKS_MARKER for m in marks):
             item.stash[RANKS_KEY] = True  # its world is checked at setup
-        if not gates and not any(m.name in MARKER_NAMES for m in marks) \
-                and not hasattr(cls, HARDWARE_ATTRIBUTE):
+            self.checked_at_setup = True
+        if not gates and not marks and not hasattr(cls, HARDWARE_ATTRIBUTE):
             value, inferred = GENERIC_CLASS, True  # what classify() says, without importing it
         else:
             from pytest_devcaps.errors import DevcapsError
@@ -104,6 +110,16 @@ class SuiteHooks:
         item.stash[HARDWARE_KEY] = value
         return value
 
+    def _class_of(self, item: pytest.Item) -> type | None:
+        """The test's class. A ``Function``'s (pytest's property, not overridden) is its parent's,
+        so the tests of one class ask it once."""
+        if getattr(type(item), "cls", None) is not _FUNCTION_CLASS:
+            return getattr(item, "cls", None)
+        parent = item.parent
+        if parent is not self._last_parent:
+            self._last_parent, self._last_class = parent, getattr(item, "cls", None)
+        return self._last_class
+
     def _gates(self, item: pytest.Item, cls: type | None) -> tuple[Any, ...]:
         """PyTorch's gates on the test (only where a module imported PyTorch's test helpers)."""
         if not getattr(self, "gates_active", False):
@@ -116,6 +132,7 @@ class SuiteHooks:
             self.config.stash[GATES_SEEN_KEY] = True
         if cls is not None and is_multiprocess(cls):
             item.stash[WORLD_KEY] = gates
+            self.checked_at_setup = True
         return gates
 
     def _classify(self, item: pytest.Item, marks: list[pytest.Mark], cls: type | None,
@@ -138,6 +155,7 @@ class SuiteHooks:
         reason = mismatch(value, self._registry().identity(item_device(item)))
         if reason is not None:
             item.stash[CLASS_SKIP_KEY] = reason
+            self.checked_at_setup = True
 
     def _expect(self, item: pytest.Item, marks: list[pytest.Mark]) -> None:
         """An ``xfail_on`` that holds on the test's device becomes an ``xfail`` mark."""
@@ -161,7 +179,7 @@ class SuiteHooks:
     def pytest_report_collectionfinish(self, config: pytest.Config) -> list[str]:
         if not self.counts and not self.deselected:
             return []
-        from pytest_devcaps.marks.hardware import count_text
+        from pytest_devcaps.marks.names import count_text
 
         line = (f"devcaps: hardware classes: {count_text(self.counts)} "
                 f"({self.inferred} without a declared class)")

@@ -168,7 +168,11 @@ MACHINERY = ("torch", "yaml", "pytest_devcaps.config", "pytest_devcaps.marks.eva
              "pytest_devcaps.environment", "pytest_devcaps.session.resolved",
              "pytest_devcaps.session.state", "pytest_devcaps.session.plan",
              "pytest_devcaps.session.reporting", "pytest_devcaps.distributed",
-             "pytest_devcaps.emu.config")
+             "pytest_devcaps.emu.config",
+             # emu is loaded with the registry (the devcaps entry-point group), not as a pytest11
+             # plugin; the error types and the hardware vocabulary only where something is wrong
+             # or declared (each module costs every pytest session ~0.4 M instructions)
+             "pytest_devcaps.emu", "pytest_devcaps.errors", "pytest_devcaps.marks.hardware")
 
 
 #: What selecting builtin hardware classes must not load either: it checks the names against

@@ -258,7 +258,7 @@ def test_bad_marks_on_unittest_classes_error_at_setup(pytester: pytest.Pytester)
     result = pytester.runpytest("-rE")
     result.assert_outcomes(errors=1, passed=1)
     result.stdout.fnmatch_lines(["*ERROR at setup of TestCase.test_memory*",
-                                 "requires_memory: size must be a size like '24GiB'*, got 'lots'"])
+                                 "*::TestCase::test_memory: requires_memory: size must be a size like '24GiB'*, got 'lots'"])
 
 
 def test_parse_size_bounds() -> None:
