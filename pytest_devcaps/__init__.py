@@ -7,9 +7,37 @@ the same name the entry point uses, so autoload on or off never registers it twi
 
 from __future__ import annotations
 
+import sys as _sys
 from typing import TYPE_CHECKING, Any
 
-from pytest_devcaps._util.lazy import lazy_names
+#: What of this package pytest rewrites the asserts of: the bundled suites' helper modules, whose
+#: asserts are test checks. Every other module asserts only its own invariants.
+_REWRITTEN = f"{__name__}.suites"
+
+
+def _rewrite_only_the_suites() -> None:
+    """pytest marks every module of a wheel-installed ``pytest11`` distribution for assertion
+    rewriting (``_pytest/config`` ``_mark_plugins_for_rewrite``, from its RECORD), so each of ours
+    would load through pytest's import hook in every session: ~27 M instructions for the modules a
+    plain session imports (measured, 300 torch-free tests), and where site-packages is read-only
+    pytest cannot cache the rewritten bytecode and rewrites them again in every session. The mark
+    moves to :data:`_REWRITTEN`, here, before the plugin's own modules are imported. pytest has no
+    supported way to say so: this edits the hook's mark set where it has one
+    (``AssertionRewritingHook._must_rewrite``) and changes nothing where it has not (outside
+    pytest, ``--assert=plain``, an editable install, another pytest)."""
+    for finder in _sys.meta_path:
+        marked = getattr(finder, "_must_rewrite", None)
+        if isinstance(marked, set) and __name__ in marked:
+            marked.discard(__name__)
+            marked.add(_REWRITTEN)
+            cache = getattr(finder, "_marked_for_rewrite_cache", None)
+            if isinstance(cache, dict):
+                cache.clear()  # names already asked about are asked again
+
+
+_rewrite_only_the_suites()
+
+from pytest_devcaps._util.lazy import lazy_names  # noqa: E402 (after the mark moved)
 
 if TYPE_CHECKING:
     from pytest_devcaps.version import __version__
