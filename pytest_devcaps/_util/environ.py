@@ -21,7 +21,7 @@ Standard library and errors only; importing it imports neither (every pytest ses
 from __future__ import annotations
 
 import os
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, NamedTuple
 
 PREFIX = "PYTEST_DEVCAPS_"
 #: The prefix the renamed variables had before (only the names in :data:`RENAMED` are ours).
@@ -48,37 +48,12 @@ ENV_DYNAMO_ORDER = "PYTEST_DEVCAPS_DYNAMO_ORDER"
 ENV_DYNAMO_CACHE = "PYTEST_DEVCAPS_DYNAMO_CACHE"
 
 
-class _Record:
-    """A small read-only record. Not a NamedTuple: every pytest session imports this module, and
-    making a NamedTuple class costs more than the rest of it."""
-
-    __slots__: tuple[str, ...] = ()
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"{type(self).__name__} is read-only")
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and all(getattr(self, f) == getattr(other, f) for f in self.__slots__)
-
-    def __hash__(self) -> int:
-        return hash(tuple(getattr(self, f) for f in self.__slots__))
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{f}={getattr(self, f)!r}" for f in self.__slots__)
-        return f"{type(self).__name__}({fields})"
-
-
-class Variable(_Record):
+class Variable(NamedTuple):
     """One environment variable: its name, what it means (one line) and its old name, if any."""
 
-    __slots__ = ("name", "meaning", "old")
     name: str
     meaning: str
-    old: str | None
-
-    def __init__(self, name: str, meaning: str, old: str | None = None) -> None:
-        for field, value in (("name", name), ("meaning", meaning), ("old", old)):
-            object.__setattr__(self, field, value)
+    old: str | None = None
 
 
 def _table(*variables: Variable) -> Mapping[str, Variable]:
@@ -171,16 +146,11 @@ def check_names(environ: Mapping[str, str] | None = None) -> None:
                       f"such variable; fix the name or unset it (README, 'Environment variables')")
 
 
-class EnvValue(_Record):
+class EnvValue(NamedTuple):
     """A variable's value and the name it was found under (the old name, when that was set)."""
 
-    __slots__ = ("value", "variable")
     value: str
     variable: str
-
-    def __init__(self, value: str, variable: str) -> None:
-        object.__setattr__(self, "value", value)
-        object.__setattr__(self, "variable", variable)
 
 
 def lookup(name: str, environ: Mapping[str, str] | None = None) -> EnvValue | None:

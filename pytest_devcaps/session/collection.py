@@ -63,7 +63,7 @@ def generate_tests(metafunc: pytest.Metafunc) -> None:
         parametrize(metafunc, state)
     except DevcapsError as exc:
         problems = metafunc.config.stash.setdefault(DEFINITION_PROBLEM_KEY, {})
-        problems[key] = f"{metafunc.definition.nodeid}: {exc}"
+        problems[key] = f"{_definition_id(key)}: {exc}"
         return
     metafunc.config.stash.setdefault(VALIDATED_KEY, {})[key] = tuple(marks)
 
@@ -116,7 +116,7 @@ def _evaluate_item(config: pytest.Config, item: pytest.Item, marks: list[pytest.
     except RegistryUnavailable as exc:  # first needed here, by a test without our fixtures
         raise pytest.UsageError(str(exc)) from None
     except DevcapsError as exc:
-        item.stash[MARK_PROBLEM_KEY] = f"{_definition_id(key)}: {exc}"  # as generate_tests words it
+        item.stash[MARK_PROBLEM_KEY] = f"{_definition_id(key)}: {exc}"  # worded as generate_tests does
         return True
     marks = [m for m in marks if m.name != "dtypes"]
     if not marks and not uses_device and dtype_param is None:
