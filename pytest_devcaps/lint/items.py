@@ -14,7 +14,7 @@ from typing import Literal
 
 from pytest_devcaps.lint.records import (
     AddMarks, Edit, Finding, Hardware, Need, RemoveUnusedImport, ReplaceDecorator, ReplaceExpr, ReplaceStatement,
-    ScopeKey, Span,
+    ScopeKey, Span, _quote,
 )
 from pytest_devcaps.lint import rules
 from pytest_devcaps.lint.rules import ACCELERATOR_AVAILABLE
@@ -126,6 +126,8 @@ class Construct:
     # kept as written on a multi-process test: its class's world_size stays too (a CUDA count
     # there is what keeps the ranks off a device the gate would not let in)
     holds_world_size: bool = False
+    # the device types it is rewritten to keep (``TEST_CUDA or TEST_XPU``: cuda, xpu), None: none
+    kept_types: tuple[str, ...] | None = None
 
     @property
     def restricts(self) -> bool:
@@ -157,6 +159,9 @@ def _why_kept(construct: Construct, residue: Residue | None) -> str | None:
     if need.qualifier:
         return "it only says where CUDA is absent"
     if need.accelerator and len(need.vendors) > 1:
+        if _says_its_set(construct):
+            construct.kept_types = need.vendors
+            return None
         return (f"it names the device types {', '.join(need.vendors)}: that set is the author's; "
                 "a person decides whether every accelerator runs it")
     if construct.reason and not (need.capabilities or need.any_of or need.memory) and \
@@ -173,6 +178,26 @@ def _why_kept(construct: Construct, residue: Residue | None) -> str | None:
         return ("a skip after other code in a TestCase method: as a decorator it would also stop that "
                 "code running where the test skips; move it to the top (or to a decorator) by hand")
     return None
+
+
+def _says_its_set(construct: Construct) -> bool:
+    """A gate on a set of device types (``TEST_CUDA or TEST_XPU``, ``require_cuda_or_xpu``) that
+    asks for nothing else is rewritten to that set, as a ``skip_on`` over the test device's type
+    (``--target devcaps``: torch has no mark for it): it runs where it ran, and nowhere more, so
+    CUDA-only code it guards changes nothing (on XPU it ran, and failed, before too)."""
+    need = construct.need
+    return construct.target == "devcaps" and construct.kind in ("decorator", "mark_value") \
+        and construct.replacement is None and not (need.marks or need.blockers or need.qualifier)
+
+
+def kept_types_mark(construct: Construct) -> str:
+    """``pytest.mark.skip_on("type not in ('cuda', 'xpu')", reason=...)`` (the decorator of the
+    same name in a unittest class), the author's reason kept."""
+    types = construct.kept_types or ()
+    when = f"type != {types[0]!r}" if len(types) == 1 else f"type not in ({', '.join(map(repr, types))})"
+    reason = construct.reason or f"runs on {' or '.join(types)} devices only"
+    prefix = "" if construct.style == "unittest" and construct.kind == "decorator" else "pytest.mark."
+    return f'{prefix}skip_on("{when}", reason={_quote(reason)})'
 
 
 def decide(construct: Construct, residue: Residue | None) -> str | None:
@@ -195,6 +220,9 @@ def decide(construct: Construct, residue: Residue | None) -> str | None:
     what = ("@" + ", @".join(marks)) if marks else "nothing (the device fixture runs the test on every device)"
     if construct.replacement is not None:
         what = "@" + ", @".join(construct.replacement) + " (widens the test from CUDA to every accelerator)"
+    elif construct.kept_types:
+        what = (f"@{kept_types_mark(construct)} (the author's device types {', '.join(construct.kept_types)}, "
+                "kept: a person may widen it to every accelerator)")
     elif construct.kind == "expr":
         what = ACCELERATOR_AVAILABLE
     elif construct.need.accelerator and not construct.device_fixture and not marks:
@@ -264,6 +292,10 @@ def _edits(construct: Construct) -> tuple[list[Edit], str | None]:
         return [ReplaceExpr(construct.span, construct.node_class, ACCELERATOR_AVAILABLE)], None
     if construct.replacement is not None:
         return [ReplaceDecorator(construct.span, construct.replacement)], None
+    if construct.kept_types:
+        if construct.kind == "decorator":
+            return [ReplaceDecorator(construct.span, (kept_types_mark(construct),))], None
+        return _module_edits(construct, [kept_types_mark(construct)], False)
     if construct.kind == "decorator":
         extra = [ACCELERATOR_SKIP[construct.style]] if accelerator else []
         return [ReplaceDecorator(construct.span, tuple(marks + extra))], None

@@ -308,7 +308,7 @@ def _parameters(node: cst.FunctionDef, wanted: dict[str, bool], no_default: set[
 # Names the new code may use bare, and the module each is imported from.
 BARE_NAMES: dict[str, str] = {
     **{n: "pytest_devcaps" for n in ("requires_capability", "requires_devices", "requires_memory", "requires_ranks",
-                                     "hardware")},
+                                     "hardware", "skip_on")},
     "onlyAccelerator": "torch.testing._internal.common_device_type",
 }
 QUALIFIED_FROM = {"torch.testing._internal.common_distributed.": "torch.testing._internal.common_distributed"}

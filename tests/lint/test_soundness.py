@@ -378,31 +378,93 @@ def test_a_reason_that_restates_the_gate_is_widened_with_it() -> None:
     assert "def test_a(device):" in out and "skipif" not in out
 
 
-def test_a_vendor_set_is_kept_not_widened_to_every_accelerator() -> None:
-    source = """\
+VENDOR_SET_GATE = """\
+    import pytest
+    import torch
+
+
+    @pytest.mark.skipif(not torch.cuda.is_available() and not torch.xpu.is_available(), reason="offload")
+    def test_offload():
+        assert torch.ones(2, device="cuda").sum() == 2
+    """
+
+
+def test_a_vendor_set_becomes_those_device_types_not_every_accelerator() -> None:
+    """``not cuda and not xpu`` (torchao's "optim CPU offload requires CUDA or XPU") is the set
+    the author chose: it becomes a skip_on over the test device's type, the reason kept, so the
+    test runs on CUDA and XPU devices (where it ran) and nowhere more; its body takes the device."""
+    assert fix(VENDOR_SET_GATE) == textwrap.dedent("""\
         import pytest
         import torch
 
 
-        @pytest.mark.skipif(not torch.cuda.is_available() and not torch.xpu.is_available(), reason="offload")
-        def test_offload():
-            assert torch.ones(2, device="cuda").sum() == 2
-        """
-    assert unchanged(source)
-    assert any("names the device types cuda, xpu" in f for f in left(source))
+        @pytest.mark.skip_on("type not in ('cuda', 'xpu')", reason="offload")
+        def test_offload(device):
+            assert torch.ones(2, device=device).sum() == 2
+        """)
+    assert left(VENDOR_SET_GATE) == []
+    found = analyze(textwrap.dedent(VENDOR_SET_GATE), "test_t.py")
+    assert any("the author's device types cuda, xpu, kept" in (f.fix or "") for f in found.findings)
 
 
-def test_the_multi_vendor_decorator_of_accelerate_keeps_its_set() -> None:
-    source = """\
+def test_a_vendor_set_stays_under_target_torch() -> None:
+    """torch has no mark for "these device types only": the gate stays, and says why (the body
+    takes the current accelerator's type, which on the CUDA and XPU machines it runs on is theirs)."""
+    assert "@pytest.mark.skipif(not torch.cuda.is_available() and not torch.xpu.is_available()" in \
+        fix(VENDOR_SET_GATE, "torch")
+    assert any("names the device types cuda, xpu" in f for f in left(VENDOR_SET_GATE, "torch"))
+
+
+def test_the_multi_vendor_decorator_of_accelerate_becomes_its_set() -> None:
+    """accelerate's ``require_cuda_or_xpu`` on a TestCase method: our decorator of the same
+    mark (it works under plain unittest), the orphaned import removed."""
+    out = fix("""\
+        import unittest
+
         import torch
         from accelerate.test_utils import require_cuda_or_xpu
 
 
-        @require_cuda_or_xpu
-        def test_a():
-            assert torch.ones(2, device="cuda").sum() == 2
-        """
-    assert unchanged(source)
+        class T(unittest.TestCase):
+            @require_cuda_or_xpu
+            def test_a(self):
+                self.assertEqual(torch.ones(2).sum().item(), 2)
+        """)
+    assert out == textwrap.dedent("""\
+        import unittest
+
+        import torch
+        from pytest_devcaps import skip_on
+
+
+        class T(unittest.TestCase):
+            @skip_on("type not in ('cuda', 'xpu')", reason="runs on cuda or xpu devices only")
+            def test_a(self):
+                self.assertEqual(torch.ones(2).sum().item(), 2)
+        """)
+
+
+@pytest.mark.parametrize(("profile", "outcome"), [
+    ("nvidia-h100", "passed"), ("amd-mi300x", "passed"), ("intel-max-1550", "passed"),
+    ("apple-m3", "skipped"), ("habana-gaudi2", "skipped"), (None, "skipped")])
+def test_the_rewritten_set_runs_where_the_gate_let_it_run(profile: str | None, outcome: str,
+                                                          pytester: pytest.Pytester) -> None:
+    """The mark the rewrite writes, on simulated vendors (the test body touches no device):
+    CUDA (NVIDIA and ROCm: torch's cuda device type) and XPU run it, MPS, HPU and the CPU skip
+    it, as ``not torch.cuda.is_available() and not torch.xpu.is_available()`` did."""
+    header = fix(VENDOR_SET_GATE).split("def test_offload")[0]
+    pytester.makepyfile(test_set=header + "def test_offload():\n    pass\n")
+    if profile is None:  # this machine: run it
+        result = pytester.runpytest("-p", "no:randomly", "-rs")
+        result.assert_outcomes(skipped=1)
+        result.stdout.fnmatch_lines(["*skip_on(type not in ('cuda', 'xpu')) holds on cpu (type=cpu): offload"])
+        return
+    result = pytester.runpytest("-p", "no:randomly", f"--devcaps-profile={profile}")  # the plan
+    if outcome == "passed":
+        result.stdout.fnmatch_lines([f"1 would run, 0 would be skipped on {profile}*"])
+    else:
+        result.stdout.fnmatch_lines(["SKIP test_set.py::test_offload: skip_on(type not in ('cuda', 'xpu')) "
+                                     "holds on *: offload", f"0 would run, 1 would be skipped on {profile}*"])
 
 
 @pytest.mark.parametrize("gate", ["is_sm_at_least_90()", "SM90OrLater", "torch.cuda.get_device_capability() >= (9, 0)"])
