@@ -9,7 +9,10 @@ counterpart; a function the original did not have (a class the rewrite split off
 its method name when that name is unique in the original. Where the original ran that function
 and variant on the converted test's device type too, that test is the counterpart (the CPU with
 emu devices runs ``TestXCPU::test_a_cpu`` and ``TestXPRIVATEUSE1::test_a_emu`` side by side: the
-emu copy is compared with the emu copy, not with the better of the two). Outcomes are compared
+emu copy is compared with the emu copy, not with the better of the two); otherwise an
+accelerator's copy is compared with the original's accelerator copies (``test_b[emu]`` with the
+``test_b[cuda]`` a ``parametrize("device", ["cpu", "cuda"])`` made, not with ``test_b[cpu]``), and
+then with every copy of that function and variant. Outcomes are compared
 within one device environment (the CPU alone; the CPU with emu devices).
 """
 
@@ -96,6 +99,10 @@ def _match(test: Outcome, originals: _Counterparts) -> tuple[str, list[Outcome]]
     by_function = originals.by_function
     if test.device is not None and (function, kind, test.device) in originals.by_device:
         return function, originals.by_device[(function, kind, test.device)]
+    if test.device not in (None, "cpu"):  # an accelerator's copy stands for the original's ones
+        accelerators = [t for t in originals.by_key.get((function, kind), ()) if t.device not in (None, "cpu")]
+        if accelerators:
+            return function, accelerators
     if (function, kind) in originals.by_key:
         return function, originals.by_key[(function, kind)]
     if function in by_function:

@@ -17,8 +17,10 @@ from pytest_devcaps.lint.gating import (
     need_for, resolve, unknown_device_word,
 )
 from pytest_devcaps.lint.items import Construct, Item
-from pytest_devcaps.lint.records import Need, ReplaceDecorator
-from pytest_devcaps.lint.scopes import ModuleFacts, Scope, device_parametrize, removable_device_parametrize
+from pytest_devcaps.lint.records import Need, ReplaceDecorator, ScopeKey
+from pytest_devcaps.lint.scopes import (
+    ModuleFacts, Scope, dead_cuda_skip, device_parametrize, removable_device_parametrize,
+)
 from pytest_devcaps.lint.source import SourceFile
 
 Style = Literal["pytest", "unittest"]
@@ -50,6 +52,9 @@ class GateReader:
         self.facts = facts
         self.owned = owned
         self.constructs: list[Construct] = []
+        # a test's removable ``parametrize("device", ...)``, by test: it goes with the test's
+        # dead_cuda_skip, or stays with it
+        self.device_parametrizes: dict[ScopeKey, Item] = {}
 
     def where(self, scope: Scope) -> dict[str, Any]:
         """The target the construct is written for, and the node it guards: the decorated
@@ -182,6 +187,8 @@ class GateReader:
         self.owned.add(id(call))
         item = Item(self.source.span(call), "DC003", "parametrizes `device` over hardcoded devices",
                     "the device fixture (parametrized over every device present)", "accelerator")
+        if scope.key is not None:
+            self.device_parametrizes[scope.key] = item
         return [item.fixed("removed: the device fixture parametrizes the test",
                            ReplaceDecorator(self.source.span(call), ()))]
 
@@ -205,6 +212,9 @@ class GateReader:
             if construct is None:
                 continue
             construct.empty_body = all(s is statement or _is_docstring(s) for s in node.body)
+            parametrize = self.device_parametrizes.get(scope.key) if scope.key is not None else None
+            if parametrize is not None and dead_cuda_skip(statement):  # one goes, or both stay
+                construct.own(parametrize)
             if scope.kind == "testcase" or class_hook:
                 construct.condition = (self.source.span(statement.test), type(statement.test).__name__)
                 construct.leading = leading and not class_hook  # marks never move off setUpClass

@@ -233,10 +233,59 @@ STRING_METHODS = frozenset({"startswith", "endswith", "split", "replace", "lower
                             "partition", "find", "index"})
 
 
+def _names_cuda_device(node: ast.expr) -> bool:
+    """``"cuda" in device``, ``device == "cuda"``, ``device.startswith("cuda")``."""
+    if isinstance(node, ast.Compare) and len(node.ops) == 1:
+        left, right, op = node.left, node.comparators[0], node.ops[0]
+        if isinstance(op, ast.In):
+            return is_cuda_literal(left) and isinstance(right, ast.Name) and right.id == "device"
+        if isinstance(op, ast.Eq):
+            return {type(left), type(right)} == {ast.Name, ast.Constant} and any(
+                isinstance(v, ast.Name) and v.id == "device" for v in (left, right)) and any(
+                is_cuda_literal(v) for v in (left, right))
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "startswith" \
+        and isinstance(node.func.value, ast.Name) and node.func.value.id == "device" and len(node.args) == 1 \
+        and is_cuda_literal(node.args[0]) and not node.keywords
+
+
+def _cuda_unavailable(node: ast.expr) -> bool:
+    """``not torch.cuda.is_available()``."""
+    return isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not) and isinstance(node.operand, ast.Call) \
+        and not node.operand.args and dotted_name(node.operand.func) == "torch.cuda.is_available"
+
+
+def dotted_name(node: ast.AST) -> str:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else ""
+
+
+def dead_cuda_skip(statement: ast.stmt) -> bool:
+    """``if "cuda" in device and not torch.cuda.is_available(): pytest.skip(...)`` in a test that
+    parametrizes ``device`` over ``["cpu", "cuda"]`` (fairscale's tests): it skips the CUDA copy
+    where CUDA is absent. The device fixture that replaces the parametrization gives only the
+    devices present, so the statement can never hold there and goes with the parametrization;
+    the string use it makes of ``device`` does not keep the parametrization."""
+    if not (isinstance(statement, ast.If) and not statement.orelse and len(statement.body) == 1):
+        return False
+    test, body = statement.test, statement.body[0]
+    skips = isinstance(body, ast.Expr) and isinstance(body.value, ast.Call) \
+        and dotted_name(body.value.func) in ("pytest.skip", "skip")
+    return skips and isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) and len(test.values) == 2 \
+        and _names_cuda_device(test.values[0]) and _cuda_unavailable(test.values[1])
+
+
 def uses_device_as_string(node: ast.AST) -> bool:
     """The test treats its ``device`` as a string (``"cuda" in device``, ``device.startswith(...)``,
-    ``device + ":0"``): the device fixture, a torch.device, would not do."""
+    ``device + ":0"``): the device fixture, a torch.device, would not do. A :func:`dead_cuda_skip`
+    among its statements does not count: it goes with the parametrization."""
+    dead = [s for s in getattr(node, "body", []) if dead_cuda_skip(s)]
+    skipped = {id(n) for s in dead for n in ast.walk(s)}
     for child in ast.walk(node):
+        if id(child) in skipped:
+            continue
         if isinstance(child, ast.Compare) and any(isinstance(op, (ast.In, ast.NotIn)) for op in child.ops) and any(
                 isinstance(c, ast.Name) and c.id == "device" for c in child.comparators):
             return True

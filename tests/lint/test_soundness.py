@@ -467,6 +467,59 @@ def test_the_rewritten_set_runs_where_the_gate_let_it_run(profile: str | None, o
                                      "holds on *: offload", f"0 would run, 1 would be skipped on {profile}*"])
 
 
+OWN_DEVICE_LIST = """\
+    import pytest
+    import torch
+
+
+    @pytest.mark.parametrize("device", ["cpu", "cuda"])
+    @pytest.mark.parametrize("n", [1, 2])
+    def test_sum(device, n):
+        if "cuda" in device and not torch.cuda.is_available():
+            pytest.skip("test requires a GPU")
+        x = torch.ones(n, device=device)
+        assert x.sum().item() == n
+    """
+
+
+def test_an_own_cpu_cuda_list_and_its_skip_where_cuda_is_absent_go_together() -> None:
+    """fairscale's ``parametrize("device", ["cpu", "cuda"])`` with ``if "cuda" in device and not
+    torch.cuda.is_available(): pytest.skip(...)``: the device fixture gives only devices present,
+    so the skip can never hold; both go (the string test on ``device`` would raise on the
+    fixture's torch.device, so one never goes without the other)."""
+    assert fix(OWN_DEVICE_LIST) == textwrap.dedent("""\
+        import pytest
+        import torch
+
+
+        @pytest.mark.parametrize("n", [1, 2])
+        def test_sum(device, n):
+            x = torch.ones(n, device=device)
+            assert x.sum().item() == n
+        """)
+    assert left(OWN_DEVICE_LIST) == []
+
+
+@pytest.mark.parametrize("condition", ['device == "cuda"', 'device.startswith("cuda")'])
+def test_the_list_and_its_skip_both_stay_while_the_test_keeps_cuda_only_code(condition: str) -> None:
+    """With ``torch.cuda._sleep`` in the test its gate stays, and so does the parametrization:
+    removed alone, it would hand the kept string test a torch.device."""
+    source = OWN_DEVICE_LIST.replace('"cuda" in device', condition).replace(
+        "        assert x.sum()", "        torch.cuda._sleep(10)\n        assert x.sum()")
+    assert unchanged(source)
+    found = left(source)
+    assert any(f.startswith("DC003 parametrizes `device` over hardcoded devices; not fixed: ")
+               for f in found), found
+
+
+def test_the_list_stays_where_the_test_reads_its_device_as_a_string_elsewhere() -> None:
+    """fairscale's test_basic also says ``if "cpu" in device: return`` before CUDA memory numbers:
+    that string use keeps the parametrization, and with it the skip."""
+    source = OWN_DEVICE_LIST.replace("        assert x.sum()", '        if "cpu" in device:\n            return\n'
+                                     "        assert x.sum()")
+    assert unchanged(source)
+
+
 @pytest.mark.parametrize("gate", ["is_sm_at_least_90()", "SM90OrLater", "torch.cuda.get_device_capability() >= (9, 0)"])
 def test_an_sm_90_gate_on_fp8_code_is_not_the_fp8_capability(gate: str) -> None:
     """fp8's rule is sm_89: an L4 (sm_89) has fp8 and fails an sm_90 gate; the gate stays."""
@@ -800,10 +853,11 @@ def test_an_assert_equal_on_the_cuda_type_follows_the_device() -> None:
     assert "nn.Linear(2, 2, device=device_type).weight.device.type, device_type)" in out
 
 
-@pytest.mark.parametrize("target", ["devcaps", "torch"])
-def test_a_device_parametrization_read_as_a_string_stays(target: str) -> None:
-    """fairscale: ``parametrize("device", ["cpu", "cuda"])`` with ``"cuda" in device``: the device
-    fixture (a torch.device) would raise TypeError, and --target torch has no fixture at all."""
+def test_a_device_parametrization_read_as_a_string_stays_under_target_torch() -> None:
+    """fairscale: ``parametrize("device", ["cpu", "cuda"])`` with ``"cuda" in device``: --target
+    torch has no fixture at all. (--target devcaps: the skip goes with the parametrization, see
+    test_an_own_cpu_cuda_list_and_its_skip_where_cuda_is_absent_go_together; a string use
+    elsewhere keeps both, as the fixture, a torch.device, would raise TypeError there.)"""
     source = """\
         import pytest
         import torch
@@ -815,7 +869,7 @@ def test_a_device_parametrization_read_as_a_string_stays(target: str) -> None:
                 pytest.skip("test requires a GPU")
             assert torch.ones(2, device=device).sum() == 2
         """
-    assert '@pytest.mark.parametrize("device", ["cpu", "cuda"])' in fix(source, target)
+    assert '@pytest.mark.parametrize("device", ["cpu", "cuda"])' in fix(source, "torch")
 
 
 def test_the_torch_target_keeps_a_device_parametrization() -> None:

@@ -137,6 +137,29 @@ def test_compare_maps_instantiated_and_parametrized_tests_and_says_what_changed(
     assert [c.nodeid for c in result.vanished] == ["f.py::test_gone"]
 
 
+def test_an_accelerator_copy_is_compared_with_the_original_accelerator_copy() -> None:
+    """``parametrize("device", ["cpu", "xpu"])`` made ``[cpu]`` (passed) and ``[xpu]`` (skipped
+    here; ``"cuda"`` is the usual second entry); the device fixture makes ``[cpu]`` and ``[emu]``.
+    The emu copy stands for the other accelerator's: passing, it is gained; failing, it is worse
+    than the skip (not compared with the cpu pass)."""
+    original = RunResult("emu", {t.nodeid: t for t in [
+        outcome("f.py::test_b[cpu]", "test_b", "passed", "cpu"),
+        outcome("f.py::test_b[xpu]", "test_b", "skipped", "xpu"),
+        outcome("f.py::test_c[cpu]", "test_c", "passed", "cpu"),
+        outcome("f.py::test_c[xpu]", "test_c", "skipped", "xpu"),
+    ]})
+    converted = RunResult("emu", {t.nodeid: t for t in [
+        outcome("f.py::test_b[cpu]", "test_b", "passed", "cpu"),
+        outcome("f.py::test_b[emu]", "test_b", "passed", "emu"),
+        outcome("f.py::test_c[cpu]", "test_c", "passed", "cpu"),
+        outcome("f.py::test_c[emu]", "test_c", "failed", "emu"),
+    ]})
+    result = compare(original, converted)
+    assert [(c.nodeid, c.before, c.after) for c in result.gained] == [("f.py::test_b[emu]", "skipped", "passed")]
+    assert [(c.nodeid, c.before, c.after) for c in result.worse] == [("f.py::test_c[emu]", "skipped", "failed")]
+    assert [c.nodeid for c in result.vanished] == []
+
+
 def test_each_device_copy_is_compared_with_the_same_device_copy() -> None:
     """The CPU with emu devices runs a PyTorch class's cpu and emu copies side by side (as
     test_multihead_attention's compile test, which Inductor cannot lower for emu): the emu copy
@@ -226,6 +249,33 @@ def test_a_rewrite_that_fails_only_on_emu_is_undone_there(tmp_path: Path,
     assert ("cpu", "test_guard.py::test_add[cpu]") in {(c.environment, c.nodeid) for c in verdict.gained}
     assert ("emu", "test_guard.py::test_add[emu]") in {(c.environment, c.nodeid) for c in verdict.gained}
     assert "test_kind: " in verdict.report() and "emu" in verdict.report()
+
+
+OWN_DEVICE_LIST = textwrap.dedent('''\
+    import pytest
+    import torch
+
+
+    @pytest.mark.parametrize("device", ["cpu", "cuda"])
+    def test_sum(device):
+        if "cuda" in device and not torch.cuda.is_available():
+            pytest.skip("test requires a GPU")
+        x = torch.ones(3, device=device)
+        assert x.sum().item() == 3
+''')
+
+
+def test_an_own_cpu_cuda_list_converted_runs_on_emu_and_nothing_gets_worse(
+        tmp_path: Path, emu_environments: list[Environment]) -> None:
+    """The fairscale pattern, verified: the original's [cuda] copy skips on this machine; the
+    converted test keeps its [cpu] run and gains an emu one; nothing is undone."""
+    path = tmp_path / "test_own.py"
+    path.write_text(OWN_DEVICE_LIST)
+    verdict = verify_file(path, OWN_DEVICE_LIST, envs=emu_environments, timeout_s=600, cwd=tmp_path)
+    assert verdict.text is not None and verdict.untouched == set()
+    assert "def test_sum(device):" in verdict.text and "parametrize" not in verdict.text
+    gained = {(c.environment, c.nodeid) for c in verdict.gained}
+    assert ("emu", "test_own.py::test_sum[emu]") in gained, (verdict.report(), verdict)
 
 
 HANGS = textwrap.dedent('''\
