@@ -215,6 +215,9 @@ class GateReader:
             parametrize = self.device_parametrizes.get(scope.key) if scope.key is not None else None
             if parametrize is not None and dead_cuda_skip(statement):  # one goes, or both stay
                 construct.own(parametrize)
+            elif scope.kind == "test" and not scope.device_fixture and device_parametrize(node) is not None:
+                construct.keep = ("the test parametrizes `device` itself and reads it as a string: the "
+                                  "device fixture (a torch.device) cannot take its place; keep it")
             if scope.kind == "testcase" or class_hook:
                 construct.condition = (self.source.span(statement.test), type(statement.test).__name__)
                 construct.leading = leading and not class_hook  # marks never move off setUpClass

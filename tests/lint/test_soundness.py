@@ -518,6 +518,7 @@ def test_the_list_stays_where_the_test_reads_its_device_as_a_string_elsewhere() 
     source = OWN_DEVICE_LIST.replace("        assert x.sum()", '        if "cpu" in device:\n            return\n'
                                      "        assert x.sum()")
     assert unchanged(source)
+    assert all("the test parametrizes `device` itself and reads it as a string" in f for f in left(source))
 
 
 @pytest.mark.parametrize("gate", ["is_sm_at_least_90()", "SM90OrLater", "torch.cuda.get_device_capability() >= (9, 0)"])
