@@ -12,7 +12,10 @@ machinery all come from the environment the script runs in; nothing is imported 
 
 (``.venv214``: ``python3 -m venv .venv214 && . .venv214/bin/activate && pip install torch==2.14.1
 -e ".[test]"``; the test_linter.py commit is in the manifest's header. For more files to import
-here: ``pip install --no-deps fairscale==0.4.13 torchao==0.18.0``.)
+here: ``pip install --no-deps fairscale==0.4.13 torchao==0.18.0`` and, with torch held at the
+installed build (``-c`` a file saying ``torch==2.13.0``), ``pip install accelerate==1.16.0
+transformers==5.25.0 deepspeed==0.19.8 py-cpuinfo==9.0.0 einops==0.8.2``: accelerate's two
+files and DeepSpeed's test_aio_gil then import.)
 
 For every file of the manifest (benchmarks/lint_upstream_files.txt: repository, commit, path)
 present under UPSTREAM_DIR/<owner>/<name>/<path>, in temporary copies, per target

@@ -40,6 +40,7 @@ ENV_EXPECT_STRICT = "PYTEST_DEVCAPS_EXPECT_STRICT"
 ENV_CACHE_DIR = "PYTEST_DEVCAPS_CACHE_DIR"
 ENV_EMU_DEVICES = "PYTEST_DEVCAPS_EMU_DEVICES"
 ENV_EMU_CACHE_DIR = "PYTEST_DEVCAPS_EMU_CACHE_DIR"
+ENV_EMU_MEMORY = "PYTEST_DEVCAPS_EMU_MEMORY"
 ENV_DIST_TIMEOUT = "PYTEST_DEVCAPS_DIST_TIMEOUT"
 ENV_DIST_PG_TIMEOUT = "PYTEST_DEVCAPS_DIST_PG_TIMEOUT"
 ENV_DIST_SHARE_DEVICES = "PYTEST_DEVCAPS_DIST_SHARE_DEVICES"
@@ -80,6 +81,8 @@ VARIABLES: Mapping[str, Variable] = _table(
     Variable(ENV_CACHE_DIR, "where the probe cache lives (default $XDG_CACHE_HOME/pytest-devcaps)"),
     Variable(ENV_EMU_DEVICES, "how many emu devices each process gets (unset: no emu backend)"),
     Variable(ENV_EMU_CACHE_DIR, "where the emu extension is built (default emu/ in the cache)"),
+    Variable(ENV_EMU_MEMORY, "each emu device's memory, e.g. 4GiB (default: half the host's RAM, "
+                             "shared by the devices)"),
     Variable(ENV_DIST_TIMEOUT, "watchdog seconds per distributed world (default 240)",
              "DEVCAPS_DIST_TIMEOUT"),
     Variable(ENV_DIST_PG_TIMEOUT, "process group collective timeout in seconds (default 60)",
@@ -107,8 +110,8 @@ def unknown_names(environ: Iterable[str]) -> list[str]:
 
 #: Variables no session setting is made from: each is read where it is used (the probe cache,
 #: the emu backend, the Dynamo suite), never by a pytest session's configure.
-READ_WHERE_USED = frozenset({ENV_CACHE_DIR, ENV_EMU_DEVICES, ENV_EMU_CACHE_DIR, ENV_DYNAMO_ORDER,
-                             ENV_DYNAMO_CACHE})
+READ_WHERE_USED = frozenset({ENV_CACHE_DIR, ENV_EMU_DEVICES, ENV_EMU_CACHE_DIR, ENV_EMU_MEMORY,
+                             ENV_DYNAMO_ORDER, ENV_DYNAMO_CACHE})
 
 
 def configure_reads(environ: Iterable[str]) -> bool:

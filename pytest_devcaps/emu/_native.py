@@ -20,6 +20,7 @@ _module: Any = None
 #: (name, result type, argument types) of the C functions (csrc/emu.cpp, csrc/emu_runtime.cpp).
 _SIGNATURES: tuple[tuple[str, Any, tuple[Any, ...]], ...] = (
     ("devcaps_emu_set_device_count", None, (ctypes.c_int,)),
+    ("devcaps_emu_set_device_memory", None, (ctypes.c_ulonglong,)),
     ("devcaps_emu_device_count", ctypes.c_int, ()),
     ("devcaps_emu_current_device", ctypes.c_int, ()),
     ("devcaps_emu_set_device", ctypes.c_int, (ctypes.c_int,)),

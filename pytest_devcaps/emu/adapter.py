@@ -14,7 +14,6 @@ from pytest_devcaps.backends.base import (
     PLATFORM_FACT,
     PRIVATE_DEVICES,
     PRIVATE_DEVICES_FACT,
-    total_ram_bytes,
     torch_version,
 )
 from pytest_devcaps.emu import NAME, VISIBLE_ENV
@@ -53,7 +52,7 @@ class EmuAdapter:
         count = int(module.device_count())
         return [DeviceIdentity(type=NAME, index=index, vendor=NAME,
                                name=str(module.get_device_name(index)), arch=NAME,
-                               memory_bytes=total_ram_bytes(), count=count,
+                               memory_bytes=int(module.mem_get_info(index)[1]), count=count,
                                torch_version=torch_version(), facts={"platform": sys.platform, "build": build,
                                       PRIVATE_DEVICES: True})
                 for index in range(count)]

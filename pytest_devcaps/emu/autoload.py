@@ -39,8 +39,8 @@ def autoload() -> None:
 
 
 def load() -> None:
-    """Build if needed, load the library, set the device count, rename PrivateUse1 to emu,
-    register the collective backend."""
+    """Build if needed, load the library, set the device count and each device's memory, rename
+    PrivateUse1 to emu, register the collective backend."""
     global _loaded
     import ctypes
 
@@ -52,9 +52,10 @@ def load() -> None:
 
     from pytest_devcaps.emu import NAME, device, emuccl
     from pytest_devcaps.emu.extension import EXTENSION, open_library
-    from pytest_devcaps.emu.config import device_count
+    from pytest_devcaps.emu.config import device_count, device_memory
 
     count = device_count(os.environ)
+    memory = device_memory(os.environ, count)
     opened = open_library(str(torch.__version__))  # checked, open by descriptor, digest matched
     try:
         library: Any = ctypes.CDLL(opened.load_path)
@@ -65,6 +66,7 @@ def load() -> None:
     finally:
         opened.close()
     library.devcaps_emu_set_device_count(count)
+    library.devcaps_emu_set_device_memory(memory)
     rename_privateuse1_backend(NAME)
     register: Any = torch._register_device_module
     register(NAME, device)

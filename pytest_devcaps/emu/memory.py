@@ -75,8 +75,9 @@ def empty_cache() -> None:
 
 
 def mem_get_info(device: Any = None) -> tuple[int, int]:
-    """(free, total) bytes: every emu device shares the host's memory, so these are the host's
-    ``MemAvailable`` and RAM."""
+    """(free, total) bytes: total is the device's memory (``PYTEST_DEVCAPS_EMU_MEMORY``, by
+    default half the host's RAM shared by the devices), free what it has left, never more than
+    the host's ``MemAvailable`` (every emu device lives in host memory)."""
     index = checked_index(device)
     free, total = ctypes.c_ulonglong(), ctypes.c_ulonglong()
     if lib().devcaps_emu_memory_info(index, ctypes.byref(free), ctypes.byref(total)) != 0:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import re
 import sys
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Literal, Mapping, Sequence
 
 import pytest
 
+from pytest_devcaps._util.sizes import MAX_SIZE, format_size, size_bytes
 from pytest_devcaps.marks import conditions, expectations, tolerances
 from pytest_devcaps.marks import hardware as hardware_classes
 from pytest_devcaps.errors import (
@@ -305,35 +304,18 @@ def dtypes_for(mark: pytest.Mark, identity: DeviceIdentity | None) -> list[Any]:
     return list(chosen) if isinstance(chosen, (list, tuple)) else [chosen]
 
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)?\s*$", re.IGNORECASE)
-_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
-MAX_SIZE = 2**64
-"""The largest size a marker may ask for: a 64-bit address space (16 EiB)."""
-
-
 def parse_size(value: Any, *, marker: str = "requires_memory", argument: str = "size") -> int:
     """``"24GiB"`` -> bytes; ints are bytes already. Anything else, zero, or more than
-    :data:`MAX_SIZE` is a :class:`MarkerError` naming ``marker`` and ``argument``."""
-    size = 0
-    if isinstance(value, int) and not isinstance(value, bool):
-        size = value
-    elif isinstance(value, str) and (match := _SIZE.match(value)):
-        # Decimal, not float: '9' * 400 + 'TiB' must be "too large", not inf or OverflowError.
-        size = int(Decimal(match.group(1)) * _UNITS[(match.group(2) or "B").lower()])
-    else:
+    :data:`~pytest_devcaps._util.sizes.MAX_SIZE` is a :class:`MarkerError` naming ``marker``
+    and ``argument``."""
+    size = size_bytes(value)
+    if size is None:
         raise _bad(marker, argument, "must be a size like '24GiB' or a positive int of bytes", value)
     if not 0 < size <= MAX_SIZE:
         raise _bad(marker, argument, "must be more than 0 bytes and at most 16EiB "
                    "(a 64-bit address space)", value)
     return size
 
-
-def _format_size(size: int) -> str:
-    for unit, factor in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if size >= factor:
-            return f"{size / factor:.4g}{unit}"
-    return f"{size}B"
 
 
 FreeMemoryReader = Callable[[DeviceIdentity], "int | None"]
@@ -419,15 +401,15 @@ def _capability_check(mark: pytest.Mark, registry: CapabilityRegistry, identity:
 def _memory_check(mark: pytest.Mark, identity: DeviceIdentity, required: list[str]) -> list[Missing]:
     found: list[Missing] = []
     total = parse_size(mark.args[0])
-    key = f"memory>={_format_size(total)}"
+    key = f"memory>={format_size(total)}"
     required.append(key)
     if mark.kwargs.get("free"):
         required.append(f"free {key}")
     have = identity.memory_bytes
     if have is None or have < total:
-        seen = "unknown" if have is None else _format_size(have)
+        seen = "unknown" if have is None else format_size(have)
         found.append(Missing("memory", key, identity.key, seen, "discovery",
-                             f"requires {_format_size(total)} memory on {identity.key}; found {seen}"))
+                             f"requires {format_size(total)} memory on {identity.key}; found {seen}"))
     per_allocation = mark.kwargs.get("per_allocation")
     if per_allocation is not None:
         wanted = parse_size(per_allocation)
@@ -437,12 +419,12 @@ def _memory_check(mark: pytest.Mark, identity: DeviceIdentity, required: list[st
             cap = identity.facts["max_allocation_bytes"]
         else:
             cap = identity.memory_bytes
-        akey = f"allocation>={_format_size(wanted)}"
+        akey = f"allocation>={format_size(wanted)}"
         required.append(akey)
         if cap is None or cap < wanted:
-            seen = "unknown" if cap is None else _format_size(int(cap))
+            seen = "unknown" if cap is None else format_size(int(cap))
             found.append(Missing("memory", akey, identity.key, seen, "discovery",
-                                 f"requires a single {_format_size(wanted)} allocation on "
+                                 f"requires a single {format_size(wanted)} allocation on "
                                  f"{identity.key}; the largest allowed is {seen}"))
     return found
 
@@ -459,8 +441,8 @@ def free_memory_missing(marks: Iterable[pytest.Mark], identity: DeviceIdentity,
         wanted = parse_size(mark.args[0])
         free = reader(identity)
         if free is not None and free < wanted:
-            found.append(Missing("memory", f"free memory>={_format_size(wanted)}", identity.key,
-                                 _format_size(free), "runtime",
-                                 f"requires {_format_size(wanted)} free memory on {identity.key}; "
-                                 f"found {_format_size(free)} free"))
+            found.append(Missing("memory", f"free memory>={format_size(wanted)}", identity.key,
+                                 format_size(free), "runtime",
+                                 f"requires {format_size(wanted)} free memory on {identity.key}; "
+                                 f"found {format_size(free)} free"))
     return found

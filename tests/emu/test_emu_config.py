@@ -15,7 +15,7 @@ from pytest_devcaps.emu import DEVICES_ENV, VISIBLE_ENV
 from pytest_devcaps.emu.autoload import autoload
 from pytest_devcaps.emu.extension import CACHE_ENV, EmuBuildError, ensure_built
 from pytest_devcaps.emu.loader import check_location
-from pytest_devcaps.emu.config import EmuConfigError, device_count, requested
+from pytest_devcaps.emu.config import EmuConfigError, check_requested, device_count, device_memory, requested
 
 
 @pytest.mark.parametrize(("devices", "visible", "count"), [
@@ -98,3 +98,29 @@ def test_bad_count_fails_loudly_in_every_process(tmp_path: Path) -> None:
                           text=True, timeout=300, check=False)
     assert done.returncode != 0
     assert "PYTEST_DEVCAPS_EMU_DEVICES='many' is not a whole number" in done.stderr
+
+
+@pytest.mark.parametrize(("text", "count", "expected"), [
+    (None, 2, 4 << 30), (None, 1, 8 << 30), (None, 0, 8 << 30), ("4GiB", 2, 4 << 30), ("4GB", 2, 4 * 10**9),
+    (" 512MiB ", 8, 512 << 20), (str(3 << 20), 2, 3 << 20),
+])
+def test_device_memory(text: str | None, count: int, expected: int) -> None:
+    """Each device's memory: by default half the host's RAM (16 GiB here) shared by the devices."""
+    environ = {} if text is None else {"PYTEST_DEVCAPS_EMU_MEMORY": text}
+    assert device_memory(environ, count, host_ram=16 << 30) == expected
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("lots", "'lots' is not a size like '4GiB'"),
+    ("17GiB", "at least 1MiB and at most the host's RAM (16GiB)"),
+    ("1KiB", "at least 1MiB"),
+])
+def test_device_memory_refuses(text: str, message: str) -> None:
+    with pytest.raises(EmuConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        device_memory({"PYTEST_DEVCAPS_EMU_MEMORY": text}, 2, host_ram=16 << 30)
+
+
+def test_a_bad_device_memory_is_refused_where_devices_are_asked_for() -> None:
+    check_requested({"PYTEST_DEVCAPS_EMU_MEMORY": "lots"})  # no devices asked: nothing read
+    with pytest.raises(EmuConfigError, match="is not a size"):
+        check_requested({DEVICES_ENV: "2", "PYTEST_DEVCAPS_EMU_MEMORY": "lots"})

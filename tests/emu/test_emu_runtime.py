@@ -188,3 +188,71 @@ def test_to_emu_keeps_parameters_and_ties(measured: dict[str, Any]) -> None:
 def test_out_of_range_indices_are_refused_with_the_count(measured: dict[str, Any]) -> None:
     for refusal in measured["refusals"].values():
         assert refusal is not None and "out of range" in refusal and "2 emu device(s)" in refusal
+
+
+BOUNDED = r'''
+import json
+import torch
+import torch.nn as nn
+
+out = {}
+emu = torch.emu
+out["info"] = [list(emu.mem_get_info(0)), list(torch.accelerator.get_memory_info(1))]
+# a GPU test's way to fill a device: ask what is free, take all but a margin
+free = emu.mem_get_info(0)[0]
+fill = torch.empty((free - (1 << 20)) // 4, dtype=torch.float32, device="emu:0")
+out["after_fill"] = emu.mem_get_info(0)[0] <= (1 << 20)
+try:
+    torch.empty(2 << 20, dtype=torch.uint8, device="emu:0"); out["oom"] = None
+except torch.OutOfMemoryError as exc:
+    out["oom"] = str(exc)
+out["other_device"] = torch.ones(2 << 20, dtype=torch.uint8, device="emu:1").sum().item()
+del fill
+out["after_free"] = emu.mem_get_info(0)[0] == emu.mem_get_info(0)[1]
+
+# convolution: at::convolution's overrideable path, forward and backward, against the CPU
+torch.manual_seed(0)
+results = []
+for conv, shape in ((nn.Conv2d(3, 4, 3, padding=1, groups=1), (2, 3, 8, 8)),
+                    (nn.Conv1d(4, 4, 3, stride=2, groups=2), (2, 4, 9)),
+                    (nn.ConvTranspose2d(3, 2, 3, stride=2, bias=False), (1, 3, 5, 5))):
+    x = torch.randn(*shape, requires_grad=True)
+    conv(x).square().sum().backward()
+    grads = [x.grad] + [p.grad for p in conv.parameters()]
+    on_emu = type(conv)(conv.in_channels, conv.out_channels, conv.kernel_size, stride=conv.stride,
+                        padding=conv.padding, groups=conv.groups, bias=conv.bias is not None).to("emu")
+    on_emu.load_state_dict(conv.state_dict())
+    xe = x.detach().to("emu").requires_grad_(True)
+    y = on_emu(xe)
+    y.square().sum().backward()
+    emu_grads = [xe.grad] + [p.grad for p in on_emu.parameters()]
+    results.append([str(y.device), bool(torch.allclose(y.cpu(), conv(x).detach(), atol=1e-5)),
+                    all(torch.allclose(a.cpu(), b, atol=1e-4) for a, b in zip(emu_grads, grads))])
+out["conv"] = results
+print(json.dumps(out))
+'''
+
+
+@pytest.fixture(scope="module")
+def bounded(emu_build: Path) -> dict[str, Any]:
+    env = {**emu_environ(emu_build.parent.parent, devices=2), "PYTEST_DEVCAPS_EMU_MEMORY": "64MiB"}
+    result: dict[str, Any] = run_json(BOUNDED, env)
+    return result
+
+
+def test_each_device_holds_its_memory_and_refuses_more_as_a_gpu_does(bounded: dict[str, Any]) -> None:
+    """``PYTEST_DEVCAPS_EMU_MEMORY=64MiB``: mem_get_info says 64 MiB per device (torch.accelerator
+    the same); filled as GPU tests fill a device, the next allocation raises
+    torch.OutOfMemoryError naming the device and the setting, and the other device is untouched."""
+    assert bounded["info"] == [[64 << 20, 64 << 20], [64 << 20, 64 << 20]]
+    assert bounded["after_fill"] is True
+    assert bounded["oom"] is not None and "emu: out of memory: tried to allocate 2097152 bytes on emu:0" in bounded["oom"]
+    assert "PYTEST_DEVCAPS_EMU_MEMORY" in bounded["oom"]
+    assert bounded["other_device"] == 2 << 20
+    assert bounded["after_free"] is True
+
+
+def test_convolution_runs_on_emu_forward_and_backward(bounded: dict[str, Any]) -> None:
+    """Conv2d, a grouped strided Conv1d and a ConvTranspose2d without bias: outputs on emu, equal
+    to the CPU's, and so are the gradients of the input, weight and bias."""
+    assert bounded["conv"] == [["emu:0", True, True]] * 3

@@ -11,7 +11,8 @@
 //   2. a device guard (C10_REGISTER_GUARD_IMPL): device count, current device, streams and
 //      events, in emu_runtime.cpp;
 //   3. PrivateUse1 hooks (at::RegisterPrivateUse1HooksInterface), so torch.accelerator answers;
-//   4. the ops that create, view, resize and copy tensors, which must know the device;
+//   4. the ops that create, view, resize and copy tensors, which must know the device, and
+//      convolution (which the CPU fallback cannot reach);
 //   5. a boxed fallback to the CPU kernels (at::native::cpu_fallback) for every other op;
 //   6. autocast, in emu_autocast.cpp;
 //   7. a torch.distributed backend, in emu_c10d.cpp.
@@ -27,6 +28,8 @@
 #include <ATen/ops/_local_scalar_dense_native.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/convolution.h>
+#include <ATen/ops/convolution_backward.h>
 #include <ATen/ops/copy_native.h>
 #include <ATen/ops/from_blob.h>
 #include <ATen/ops/resize_native.h>
@@ -168,7 +171,41 @@ bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& 
   return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set());
 }
 
+// Convolution: at::convolution sends a backend it has no kernel of its own for (PrivateUse1 among
+// them) to convolution_overrideable, whose only CPU kernel raises "not implemented", so the
+// fallback cannot serve it (aten/src/ATen/native/Convolution.cpp select_conv_backend:
+// ConvBackend::Overrideable). These run the CPU's convolution on CPU views of the host memory
+// and copy the results to the input's device, as every real backend computes one of its own.
+at::Tensor on_device(const at::Tensor& cpu, const at::Tensor& like) {
+  return cpu.defined() ? cpu.to(like.device()) : cpu;
+}
+
+at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& weight,
+                                    const std::optional<at::Tensor>& bias, c10::IntArrayRef stride,
+                                    c10::IntArrayRef padding, c10::IntArrayRef dilation,
+                                    bool transposed, c10::IntArrayRef output_padding,
+                                    int64_t groups) {
+  std::optional<at::Tensor> cpu_bias;
+  if (bias.has_value() && bias->defined()) cpu_bias = as_cpu(*bias);
+  return on_device(at::convolution(as_cpu(input), as_cpu(weight), cpu_bias, stride, padding,
+                                   dilation, transposed, output_padding, groups),
+                   input);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+    c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
+    c10::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask) {
+  const std::vector<int64_t> bias_sizes{grad_output.size(1)};  // one bias per output channel
+  auto [grad_input, grad_weight, grad_bias] = at::convolution_backward(
+      as_cpu(grad_output), as_cpu(input), as_cpu(weight), c10::IntArrayRef(bias_sizes), stride,
+      padding, dilation, transposed, output_padding, groups, output_mask);
+  return {on_device(grad_input, input), on_device(grad_weight, input), on_device(grad_bias, input)};
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("convolution_overrideable", convolution_overrideable);
+  m.impl("convolution_backward_overrideable", convolution_backward_overrideable);
   m.impl("empty.memory_format", empty_memory_format);
   m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
   m.impl("empty_strided", empty_strided);

@@ -212,12 +212,24 @@ class EmuAllocator final : public c10::DeviceAllocator {
     DeviceIndex device = t_current;
     void* data = nullptr;
     if (nbytes > 0) {
-      data = c10::alloc_cpu(nbytes);
       std::lock_guard<std::mutex> lock(mutex_);
+      const size_t used = in_use(device);
+      // A device holds at most its capacity, as a GPU does: past it, torch.OutOfMemoryError
+      // (c10::OutOfMemoryError), not the host's memory taken until the kernel kills the process.
+      TORCH_CHECK_WITH(OutOfMemoryError, capacity_ == 0 || nbytes <= capacity_ - std::min(used, capacity_),
+                       "emu: out of memory: tried to allocate ", nbytes, " bytes on emu:",
+                       static_cast<int>(device), ", which holds ", used, " of its ", capacity_,
+                       " bytes (PYTEST_DEVCAPS_EMU_MEMORY sets each emu device's memory)");
+      data = c10::alloc_cpu(nbytes);
       blocks_[data] = Block{nbytes, device};
       account(device, nbytes, +1);
     }
     return {data, data, &release, Device(kEmu, device)};
+  }
+  // Each device's memory in bytes (0: unbounded); set once, when the backend loads.
+  void set_capacity(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    capacity_ = bytes;
   }
   c10::DeleterFnPtr raw_deleter() const override { return &release; }
   void copy_data(void* dest, const void* src, std::size_t n) const override {
@@ -250,13 +262,21 @@ class EmuAllocator final : public c10::DeviceAllocator {
       for (Stat& stat : *array) stat.reset_peak();
     }
   }
-  // Every emu device shares the host's memory: free is what the kernel says can be allocated
-  // without swapping (MemAvailable), total is the host's RAM.
+  // total is the device's capacity; free is what it has left, and never more than the host can
+  // still hand out without swapping (MemAvailable): every emu device lives in host memory.
   std::pair<size_t, size_t> getMemoryInfo(DeviceIndex device) override {
-    check_index(resolve(device));
+    device = resolve(device);
+    check_index(device);
     size_t total = static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) *
                    static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    return {available_bytes(), total};
+    size_t used = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (capacity_ != 0) total = capacity_;
+      used = in_use(device);
+    }
+    const size_t left = total - std::min(used, total);
+    return {std::min(left, available_bytes()), total};
   }
 
   void free_block(void* data) {
@@ -297,6 +317,11 @@ class EmuAllocator final : public c10::DeviceAllocator {
     (sign > 0 ? stats.num_device_alloc : stats.num_device_free) += 1;
   }
 
+  size_t in_use(DeviceIndex device) {  // the caller holds mutex_
+    const auto all = static_cast<size_t>(StatType::AGGREGATE);
+    return static_cast<size_t>(std::max<int64_t>(stats_[device].allocated_bytes[all].current, 0));
+  }
+
   static size_t available_bytes() {
     // MemAvailable of /proc/meminfo (kB), else the free pages.
     if (FILE* meminfo = std::fopen("/proc/meminfo", "r")) {
@@ -313,6 +338,7 @@ class EmuAllocator final : public c10::DeviceAllocator {
   }
 
   std::mutex mutex_;
+  size_t capacity_ = 0;
   std::unordered_map<void*, Block> blocks_;
   std::array<DeviceStats, kMaxDevices> stats_{};
 };
@@ -447,6 +473,10 @@ int devcaps_emu_reset_accumulated_memory_stats(int device) {
   devcaps_emu::g_allocator->resetAccumulatedStats(device);
   return 0;
 }
+void devcaps_emu_set_device_memory(unsigned long long bytes) {
+  devcaps_emu::g_allocator->set_capacity(static_cast<size_t>(bytes));
+}
+
 int devcaps_emu_memory_info(int device, unsigned long long* free_bytes,
                             unsigned long long* total_bytes) {
   if (!valid(device)) return -1;
