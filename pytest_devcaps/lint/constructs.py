@@ -44,6 +44,10 @@ def atom_item(source: SourceFile, atom: Atom) -> Item:
     return Item(source.span(atom.node), atom.code, message, use, atom.hardware)
 
 
+TORCH_KEEPS_PARAMETRIZATION = ("--target torch has no device fixture: the test's own device parametrization "
+                               "stays, and so does what it decides (convert with --target devcaps)")
+
+
 class GateReader:
     """Builds the constructs of one file; ``owned`` collects the nodes they account for."""
 
@@ -182,11 +186,14 @@ class GateReader:
         """``parametrize("device", ["cpu", "cuda"])`` goes where the device fixture takes its
         place (``--target devcaps``; ``--target torch`` has no fixture: it stays, and its "cuda"
         is the accelerator's type)."""
-        if scope.kind != "test" or scope.fixtureless or not removable_device_parametrize(call, scope.node):
+        if scope.kind != "test" or not removable_device_parametrize(call, scope.node):
             return []
         self.owned.add(id(call))
         item = Item(self.source.span(call), "DC003", "parametrizes `device` over hardcoded devices",
                     "the device fixture (parametrized over every device present)", "accelerator")
+        if scope.fixtureless:  # found under either target; torch's output has no fixture to take its place
+            item.why = TORCH_KEEPS_PARAMETRIZATION
+            return [item]
         if scope.key is not None:
             self.device_parametrizes[scope.key] = item
         return [item.fixed("removed: the device fixture parametrizes the test",
@@ -216,7 +223,8 @@ class GateReader:
             if parametrize is not None and dead_cuda_skip(statement):  # one goes, or both stay
                 construct.own(parametrize)
             elif scope.kind == "test" and not scope.device_fixture and device_parametrize(node) is not None:
-                construct.keep = ("the test parametrizes `device` itself and reads it as a string: the "
+                construct.keep = (TORCH_KEEPS_PARAMETRIZATION if scope.fixtureless else
+                                  "the test parametrizes `device` itself and reads it as a string: the "
                                   "device fixture (a torch.device) cannot take its place; keep it")
             if scope.kind == "testcase" or class_hook:
                 construct.condition = (self.source.span(statement.test), type(statement.test).__name__)
