@@ -13,8 +13,8 @@ from typing import Any, Callable, Literal
 
 from pytest_devcaps.lint import rules
 from pytest_devcaps.lint.gating import (
-    Atom, LocalGate, Uses, atoms_in, classify, dotted, generic_atom, is_cuda_literal, last_name, local_atom,
-    need_for, resolve, unknown_device_word,
+    Atom, LocalGate, Uses, atoms_in, classify, dotted, fact_condition, generic_atom, is_cuda_literal, last_name,
+    local_atom, need_for, only_excludes, resolve, unknown_device_word,
 )
 from pytest_devcaps.lint.items import Construct, Item
 from pytest_devcaps.lint.records import Need, ReplaceDecorator, ScopeKey
@@ -78,6 +78,9 @@ class GateReader:
         construct = Construct(kind, self.source.span(node), need, scope.key, scope.device_fixture, style,
                               has_pytestmark=self.facts.has_pytestmark, reason=reason_of(node),
                               **self.where(scope))
+        skip = fact_condition(cond, not holds, self._atom_of(scope))
+        if skip is not None and only_excludes(skip):
+            construct.skip_when = skip
         for atom in atoms:
             construct.own(atom_item(self.source, atom))
             self.owned.add(id(atom.node))
@@ -135,6 +138,9 @@ class GateReader:
                                f"`@{text}`: {rules.RULES[rule.gate.code].title}", use,
                                need.hardware or rule.gate.hardware))
             construct.note_imports(call.func if call is not None else decorator, self.facts.imports)
+            if rule.skip_when is not None:
+                construct.skip_when = rule.skip_when
+                construct.reason = _message_of(call)
             name = last_name(call.func if call is not None else decorator)
             if rule.count_arg and name == "skip_if_lt_x_gpu" and self.source.target == "torch":
                 # common_distributed's own gate (CUDA, HPU and XPU counts): torch has no
@@ -282,6 +288,18 @@ def reason_of(node: ast.AST) -> str | None:
             return value.value
         if isinstance(value, ast.JoinedStr):
             return "".join(v.value for v in value.values if isinstance(v, ast.Constant) and isinstance(v.value, str))
+    return None
+
+
+def _message_of(call: ast.Call | None) -> str | None:
+    """The message a gate decorator takes first or by keyword (``skip_if_rocm("why")``,
+    ``skipIfRocm(msg="why")``)."""
+    if call is None:
+        return None
+    values = [*call.args[:1], *(k.value for k in call.keywords if k.arg in ("message", "msg", "reason"))]
+    for value in values:
+        if isinstance(value, ast.Constant) and isinstance(value.value, str) and value.value.strip():
+            return value.value
     return None
 
 

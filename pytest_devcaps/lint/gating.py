@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, Mapping, Protocol
 
 from pytest_devcaps.lint import rules
@@ -83,6 +83,7 @@ class Atom:
     hardware: Hardware | None
     when_true: Need
     when_false: Need
+    fact: str | None = None  # where it holds, over device facts (rules.Gate.fact)
 
 
 def dotted(node: ast.AST) -> str:
@@ -133,7 +134,7 @@ def _from_gate(node: ast.expr, gate: rules.Gate, used: Uses) -> Atom:
         when_false: Need = Need(qualifier=True)  # "not on CUDA": narrows, requires nothing
     else:
         when_false = _excluded(gate.label, None)  # "not there": runs everywhere else, restricts nothing
-    return Atom(node, gate.code, gate.label, gate.use, gate.hardware, when_true, when_false)
+    return Atom(node, gate.code, gate.label, gate.use, gate.hardware, when_true, when_false, gate.fact)
 
 
 _ARCH_ANY = re.compile("|".join(f"(?:{p.pattern})" for p, _ in rules.ARCH_PATTERNS))
@@ -147,10 +148,14 @@ def _arch_match(name: str) -> rules.Gate | None:
         if match is None:
             continue
         if kind == "min":
-            return rules.sm_gate(int(match.group(1)))
+            gate = rules.sm_gate(int(match.group(1)))
+            return replace(gate, fact=rules.sm_at_least_fact(int(match.group(1)))) \
+                if rules.TORCHAO_SM_AT_LEAST.match(name) else gate
         if kind == "exact":
             return rules.exact_arch_gate(name, "nvidia")
-        return rules.exact_arch_gate(name, "amd" if kind == "rocm" else "nvidia")
+        if kind == "rocm":
+            return replace(rules.exact_arch_gate(name, "amd"), fact=rules.amd_model_fact(name))
+        return rules.exact_arch_gate(name, "nvidia")
     return None
 
 
@@ -167,11 +172,11 @@ def _vendor_attribute(node: ast.expr) -> Atom | None:
     if name in ("torch.version.hip", "version.hip"):
         return Atom(node, "DC007", "torch.version.hip", "requires_capability for what differs on ROCm, "
                     "or an override file for vendor amd", None,
-                    Need(blockers=("a ROCm-build check",), hardware="amd"), _excluded("ROCm", None))
+                    Need(blockers=("a ROCm-build check",), hardware="amd"), _excluded("ROCm", None), rules.ON_ROCM)
     if name in ("torch.version.cuda", "version.cuda"):
         return Atom(node, "DC007", "torch.version.cuda", "requires_capability for what the test needs",
                     "cuda", Need(blockers=("a CUDA-build check",), hardware="cuda"),
-                    _excluded("a CUDA build", None))
+                    _excluded("a CUDA build", None), rules.ON_NVIDIA)
     return None
 
 
@@ -231,7 +236,8 @@ def local_atom(node: ast.expr, gate: LocalGate, uses: Uses) -> Atom | None:
     when_false = need_for(gate.expr, not gate.holds, atom_of)
     label = f"{gate.name} (line {gate.statement.lineno})"
     main = next((a for a in atoms if a.code != "DC001"), atoms[0])
-    return Atom(node, main.code, label, main.use, main.hardware, when_true, when_false)
+    return Atom(node, main.code, label, main.use, main.hardware, when_true, when_false,
+                fact_condition(gate.expr, gate.holds, atom_of))
 
 
 def local_gates(tree: ast.Module) -> dict[str, LocalGate]:
@@ -506,3 +512,67 @@ def need_for(expr: ast.expr, holds: bool, atom_of: Callable[[ast.expr], Atom | N
     if atom is None:
         return Need(blockers=(f"'{ast.unparse(expr)}' is not a device condition",))
     return atom.when_true if holds else atom.when_false
+
+
+def fact_condition(expr: ast.expr, holds: bool, atom_of: Callable[[ast.expr], Atom | None]) -> str | None:
+    """Where ``expr`` is ``holds``, as a condition over device facts (skip_on's language), when
+    every part of it is a gate whose facts say exactly what it checks (:attr:`Atom.fact`); None
+    otherwise. ``not`` stays ``not``: a fact a device lacks compares False, so ``not
+    (compute_capability >= 9.0)`` holds where ``compute_capability < 9.0`` does not."""
+    tree = _fact_tree(expr, atom_of)
+    if tree is None:
+        return None
+    return _unparse(tree if holds else ast.UnaryOp(op=ast.Not(), operand=tree))
+
+
+def _unparse(node: ast.expr, outer: int = 0) -> str:
+    """Python's own spelling with no more parentheses than precedence needs (``a and not (b
+    and c)``; ``ast.unparse`` also wraps the ``not``)."""
+    if isinstance(node, ast.BoolOp):
+        level = 1 if isinstance(node.op, ast.Or) else 2
+        text = (" or " if level == 1 else " and ").join(_unparse(v, level + 1) for v in node.values)
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        level, text = 3, "not " + _unparse(node.operand, 4)
+    else:
+        level, text = 4, ast.unparse(node)
+    return f"({text})" if level < outer else text
+
+
+def _fact_tree(expr: ast.expr, atom_of: Callable[[ast.expr], Atom | None]) -> ast.expr | None:
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not):
+        inner = _fact_tree(expr.operand, atom_of)
+        return None if inner is None else ast.UnaryOp(op=ast.Not(), operand=inner)
+    if isinstance(expr, ast.BoolOp):
+        parts = [_fact_tree(v, atom_of) for v in expr.values]
+        if any(p is None for p in parts):
+            return None
+        return ast.BoolOp(op=expr.op, values=[p for p in parts if p is not None])
+    if isinstance(expr, ast.Compare) and len(expr.ops) == 1 and isinstance(expr.ops[0], (ast.Is, ast.IsNot)) \
+            and isinstance(expr.comparators[0], ast.Constant) and expr.comparators[0].value is None:
+        inner = _fact_tree(expr.left, atom_of)  # torch.version.hip is not None
+        if inner is None or isinstance(expr.ops[0], ast.IsNot):
+            return inner
+        return ast.UnaryOp(op=ast.Not(), operand=inner)
+    atom = atom_of(expr)
+    if atom is None or atom.fact is None:
+        return None
+    return ast.parse(atom.fact, mode="eval").body
+
+
+# Devices a gate that only excludes must still let in: the CPU and an accelerator of no CUDA
+# vendor (their facts as the backends report them; the facts they lack compare False).
+_NOT_CUDA_DEVICES: tuple[dict[str, object], ...] = (
+    {"type": "cpu", "vendor": "cpu", "index": None},
+    {"type": "xpu", "vendor": "intel", "index": 0, "arch": "pvc"},
+)
+
+
+def only_excludes(skip: str) -> bool:
+    """True when a skip that holds where ``skip`` does (a condition over device facts) takes
+    devices away from a test that runs elsewhere (``vendor == 'amd'``, ``type == 'cuda' and not
+    (compute_capability >= 9.0)``) rather than keeping it on CUDA: it holds on neither the CPU
+    nor a non-CUDA accelerator."""
+    from pytest_devcaps.config.expressions import compile_expression
+
+    expression = compile_expression(skip)
+    return not any(expression.evaluate(device) for device in _NOT_CUDA_DEVICES)

@@ -128,6 +128,9 @@ class Construct:
     holds_world_size: bool = False
     # the device types it is rewritten to keep (``TEST_CUDA or TEST_XPU``: cuda, xpu), None: none
     kept_types: tuple[str, ...] | None = None
+    # where it skips, over device facts, when that is exactly what it checks and it only takes
+    # devices away (``skip_if_rocm``: vendor == 'amd'): rewritten as skip_on of that condition
+    skip_when: str | None = None
 
     @property
     def restricts(self) -> bool:
@@ -154,6 +157,11 @@ def _why_kept(construct: Construct, residue: Residue | None) -> str | None:
     need = construct.need
     if construct.keep:
         return construct.keep
+    if (need.blockers or need.qualifier) and _says_its_exclusion(construct):
+        return None  # what no mark of a capability says exactly: the condition itself, per device
+    if construct.skip_when is not None and construct.kind == "module_statement" and construct.target == "devcaps":
+        return (f"a module-level skip (where {construct.skip_when}) also keeps the rest of the module from "
+                "being imported there; as pytestmark = skip_on(...) it would be: a person decides")
     if need.blockers:
         return need.blockers[0]
     if need.qualifier:
@@ -190,6 +198,24 @@ def _says_its_set(construct: Construct) -> bool:
         and construct.replacement is None and not (need.marks or need.blockers or need.qualifier)
 
 
+def _says_its_exclusion(construct: Construct) -> bool:
+    """A gate that only takes devices away (a ROCm exclusion, an architecture floor on CUDA
+    devices) and whose condition the device facts say exactly is rewritten as ``skip_on`` of
+    that condition (``--target devcaps``; torch has no such mark): the same devices skip, the
+    rest run as before, so CUDA-only code behind it changes nothing."""
+    return construct.skip_when is not None and construct.target == "devcaps" \
+        and construct.kind in ("decorator", "mark_value") and construct.replacement is None
+
+
+def exclusion_mark(construct: Construct) -> str:
+    """``pytest.mark.skip_on("vendor == 'amd'", reason=...)`` (the decorator of the same name in
+    a unittest class), the author's reason kept, else naming the gate it replaces."""
+    gate = construct.items[0].label.strip("`") if construct.items else "the gate"
+    reason = construct.reason or f"where {gate} skipped"
+    prefix = "" if construct.style == "unittest" and construct.kind == "decorator" else "pytest.mark."
+    return f"{prefix}skip_on({_quote(construct.skip_when or '')}, reason={_quote(reason)})"
+
+
 def kept_types_mark(construct: Construct) -> str:
     """``pytest.mark.skip_on("type not in ('cuda', 'xpu')", reason=...)`` (the decorator of the
     same name in a unittest class), the author's reason kept."""
@@ -223,6 +249,10 @@ def decide(construct: Construct, residue: Residue | None) -> str | None:
     elif construct.kept_types:
         what = (f"@{kept_types_mark(construct)} (the author's device types {', '.join(construct.kept_types)}, "
                 "kept: a person may widen it to every accelerator)")
+    elif _says_its_exclusion(construct) and (construct.need.blockers or construct.need.qualifier):
+        what = f"@{exclusion_mark(construct)} (the devices it skipped, per device; the others run as before)"
+        for item in construct.items:
+            item.hardware = None  # an exclusion says nothing of the hardware the test is for
     elif construct.kind == "expr":
         what = ACCELERATOR_AVAILABLE
     elif construct.need.accelerator and not construct.device_fixture and not marks:
@@ -296,6 +326,10 @@ def _edits(construct: Construct) -> tuple[list[Edit], str | None]:
         if construct.kind == "decorator":
             return [ReplaceDecorator(construct.span, (kept_types_mark(construct),))], None
         return _module_edits(construct, [kept_types_mark(construct)], False)
+    if _says_its_exclusion(construct) and (construct.need.blockers or construct.need.qualifier):
+        if construct.kind == "decorator":
+            return [ReplaceDecorator(construct.span, (exclusion_mark(construct),))], None
+        return _module_edits(construct, [exclusion_mark(construct)], False)
     if construct.kind == "decorator":
         extra = [ACCELERATOR_SKIP[construct.style]] if accelerator else []
         return [ReplaceDecorator(construct.span, tuple(marks + extra))], None

@@ -153,6 +153,10 @@ class Gate:
     union: bool = False
     hardware: Hardware | None = "accelerator"
     floor: int = 0
+    # Where the gate holds, as a condition over device facts (the language of skip_on and override
+    # files), when that is exactly what the gate checks of a device; None where it is not (a CUDA
+    # build's get_device_capability() also answers on ROCm, which has no compute_capability fact).
+    fact: str | None = None
 
     def resolve(self, used: frozenset[str]) -> Need:
         matched = [b for b in self.by_use if b.names & used]
@@ -361,8 +365,19 @@ AVAILABILITY_USE = ("the device fixture (the test runs on every device), torch.a
                     "or requires_capability for the feature the test needs")
 
 
+# The device facts of a gate that holds on a device (skip_on's language: pytest_devcaps.config
+# .expressions, facts of pytest_devcaps.model.IDENTITY_FACTS and backends/cuda.py): CUDA is
+# available on a device of type cuda (NVIDIA and ROCm alike); a ROCm build's device is AMD's, a
+# CUDA build's NVIDIA's.
+ON_CUDA = "type == 'cuda'"
+ON_ROCM = "vendor == 'amd'"
+ON_NVIDIA = "vendor == 'nvidia'"
+
+
 def _availability(label: str, extra: Need = Need()) -> Gate:
-    return Gate("DC001", label, CUDA_NEED & extra, AVAILABILITY_USE)
+    """"CUDA is available" (and ``extra``): its fact where it asks for nothing more."""
+    fact = ON_CUDA if extra == Need() else None
+    return Gate("DC001", label, CUDA_NEED & extra, AVAILABILITY_USE, fact=fact)
 
 
 def _devices(label: str, count: int) -> Gate:
@@ -373,7 +388,7 @@ def _devices(label: str, count: int) -> Gate:
 def _rocm(label: str) -> Gate:
     return Gate("DC007", label, _blocked(f"{label} singles out ROCm", "amd"),
                 "requires_capability for what differs on ROCm, or an override file for vendor amd",
-                hardware=None)
+                hardware=None, fact=ON_ROCM)
 
 
 # Flags, by name (also as the last part of a dotted name: common_utils.TEST_CUDA).
@@ -456,6 +471,33 @@ ARCH_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^(?:is_|IS_)(hopper|blackwell|ampere|ada|h100|h200|b200|a100|HOPPER|BLACKWELL|"
                 r"AMPERE|H100|H200|B200|A100)$"), "nvidia"),
 )
+# torchao's is_sm_at_least_<N>() (torchao/utils.py) is False off a CUDA build (``torch.version.cuda``),
+# so it holds on NVIDIA devices alone; PyTorch's SM<N>OrLater also holds on ROCm (its
+# get_device_capability() is the gfx version there), which the facts cannot say: no fact for it.
+TORCHAO_SM_AT_LEAST = re.compile(r"^is_sm_at_least_(\d+)$")
+# AMD GPU models by the gfx architectures torch reports for them (gcnArchName; torchao's is_MI300()
+# is gfx940/941/942, is_MI350() gfx950): the ``arch`` fact of an AMD device (backends/cuda.py).
+AMD_MODEL_ARCHES: dict[str, tuple[str, ...]] = {
+    "MI300": ("gfx940", "gfx941", "gfx942"), "MI350": ("gfx950",), "MI355": ("gfx950",),
+    "MI250": ("gfx90a",), "MI210": ("gfx90a",), "MI200": ("gfx90a",), "MI100": ("gfx908",),
+}
+
+
+def sm_at_least_fact(level: int) -> str:
+    """``vendor == 'nvidia' and compute_capability >= 9.0`` for level 90."""
+    return f"{ON_NVIDIA} and compute_capability >= {level // 10}.{level % 10}"
+
+
+def amd_model_fact(name: str) -> str | None:
+    """``arch in ('gfx940', 'gfx941', 'gfx942')`` for ``is_MI300`` / ``IS_MI300X``; None for a
+    model this table does not know."""
+    model = re.search(r"MI\d{3}", name, re.IGNORECASE)
+    arches = AMD_MODEL_ARCHES.get(model.group(0).upper()) if model else None
+    if not arches:
+        return None
+    return f"arch == {arches[0]!r}" if len(arches) == 1 else f"arch in {arches!r}"
+
+
 # In a skip condition, any other name that says CUDA/GPU/ROCm is a device flag we cannot read.
 DEVICE_WORD = re.compile(r"cuda|gpu|rocm|hip(?![a-z])|nccl|cudnn|(?<![a-z])sm_?\d{2}", re.IGNORECASE)
 
@@ -471,8 +513,11 @@ class DecoratorRule:
     device_type_only: bool = False   # common_device_type decorators: keep as they are
     condition_arg: bool = False      # skipCUDAIf(cond, reason): like skipIf, but CUDA-scoped
     default_count: int | None = None  # the count when none is written (torchtune's gpu_test(): 1)
+    # where it skips, over device facts, when that is all it checks (skip_if_rocm: vendor == 'amd')
+    skip_when: str | None = None
 
 
+_PLAIN_ROCM_SKIPS = frozenset({"skipIfRocm", "skipCUDAIfRocm", "skip_if_rocm", "skip_if_rocm_multiprocess"})
 ONLY_CUDA = Gate("DC011", "onlyCUDA", _blocked("runs only on CUDA", "cuda"),
                  "@onlyAccelerator, or requires_capability for the feature the test needs",
                  hardware="cuda")
@@ -504,7 +549,12 @@ DECORATORS: dict[str, DecoratorRule] = {
                  "skipCUDAIfNoMagmaAndNoCusolver", "skipCUDAIfNoCusolver", "skipCUDAVersionIn")},
     # skipIfRocm skips *on* ROCm: the test runs everywhere else (the CPU included), so it says
     # nothing about the hardware the test is for (no "amd" classification)
-    **{n: DecoratorRule(replace(_rocm(n), need=_blocked(f"{n} singles out ROCm", None))) for n in (
+    # The plain ones skip on any ROCm device (PyTorch's common_utils.skipIfRocm: TEST_WITH_ROCM, set
+    # in ROCm runs; skipCUDAIfRocm: the cuda device type of a ROCm build; torchao's
+    # testing/utils.py skip_if_rocm: torch.version.hip): skip_on(vendor == 'amd'). Those with an
+    # architecture or version argument skip on some ROCm devices only: no fact rewrite.
+    **{n: DecoratorRule(replace(_rocm(n), need=_blocked(f"{n} singles out ROCm", None)),
+                        skip_when=ON_ROCM if n in _PLAIN_ROCM_SKIPS else None) for n in (
         "skipIfRocm", "skipCUDAIfRocm", "skipIfRocmArch", "skipIfRocmVersionLessThan", "skip_if_rocm",
         "skip_if_rocm_multiprocess", "skip_if_rocm_arch_multiprocess", "skipIfRocmVersionAndArch")},
     **{n: DecoratorRule(_availability(n)) for n in (

@@ -17,20 +17,7 @@ import pytest
 pytest.importorskip("libcst", reason="--fix needs the lint extra (pytest-devcaps[lint])")
 from pytest_devcaps.lint import analyze, layout  # noqa: E402  (after the importorskip)
 from pytest_devcaps.lint.fix import fix_text  # noqa: E402
-
-
-def fix(source: str, target: str = "devcaps") -> str:
-    return fix_text(textwrap.dedent(source), "test_t.py", target).after  # type: ignore[arg-type]
-
-
-def left(source: str, target: str = "devcaps") -> list[str]:
-    """The findings --fix leaves, as "CODE message"."""
-    result = fix_text(textwrap.dedent(source), "test_t.py", target)  # type: ignore[arg-type]
-    return [f"{f.code} {f.message}" for f in result.left.findings]
-
-
-def unchanged(source: str, target: str = "devcaps") -> bool:
-    return fix(source, target) == textwrap.dedent(source)
+from tests.lint._fixing import fix, left, unchanged  # noqa: E402
 
 
 # -- it widens only code that becomes device-generic ---------------------------------------------
