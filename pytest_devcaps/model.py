@@ -67,6 +67,9 @@ IDENTITY_FACTS: Mapping[str, Fact] = MappingProxyType({
 })
 
 
+_VERSION_FIELDS = tuple(name for name, fact in IDENTITY_FACTS.items() if fact.version)
+
+
 @dataclass(frozen=True)
 class DeviceIdentity:
     """What a device is.
@@ -95,8 +98,12 @@ class DeviceIdentity:
     def rule_facts(self) -> dict[str, Any]:
         """The namespace vendor-rule expressions are evaluated against: every named field (the
         names of :data:`IDENTITY_FACTS`), ``memory_gib`` made from ``memory_bytes``, then
-        ``facts``."""
+        ``facts``. A version field left empty (a profile names no ``torch_version``) is None, a
+        fact the device does not have: ``torch_version < '2.14'`` must not hold for it."""
         facts: dict[str, Any] = {name: getattr(self, name) for name in IDENTITY_FIELDS}
+        for name in _VERSION_FIELDS:
+            if facts.get(name) == "":
+                facts[name] = None
         facts["memory_gib"] = None if self.memory_bytes is None else self.memory_bytes / 2**30
         facts.update(self.facts)
         return facts

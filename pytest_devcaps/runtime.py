@@ -59,6 +59,7 @@ __all__ = [
     "device_count", "device_module", "empty_cache", "free_memory", "is_accelerator", "manual_seed",
     "max_memory_allocated",
     "memory_allocated", "memory_stats", "reset_peak_memory_stats", "set_device", "synchronize",
+    "cycles_per_ms",
 ]
 
 
@@ -263,3 +264,42 @@ def _meminfo_available(path: str = "/proc/meminfo") -> int | None:
     except (OSError, ValueError, IndexError):
         return None
     return None
+
+
+# What one measurement of cycles_per_ms spins (PyTorch's get_cycles_per_ms: 1,000,000 cycles, ten
+# timings, the two fastest and two slowest dropped).
+_SPIN_CYCLES = 1_000_000
+_SPIN_TIMINGS = 10
+_cycles_per_ms: dict[str, float] = {}
+
+
+def cycles_per_ms(device: Device) -> float:
+    """How many cycles of the device's spin (``torch.<type>._sleep(cycles)``, which queues work of
+    that length on the current stream) make a millisecond, measured once per device type as
+    PyTorch's ``common_utils.get_cycles_per_ms`` measures CUDA's: a 1,000,000-cycle spin timed
+    ten times between two timing events, the mean of the middle six. For tests that stand a
+    spin in for kernel time (``_sleep(int(ms * cycles_per_ms(device)))``); torch's own function
+    times CUDA alone before torch 2.14. A device whose module has no ``_sleep`` raises
+    :class:`~pytest_devcaps.errors.DeviceRuntimeError`: require the ``runtime.sleep`` capability."""
+    import torch
+
+    dev = _device(device)
+    cached = _cycles_per_ms.get(dev.type)
+    if cached is not None:
+        return cached
+    spin = getattr(device_module(dev.type), "_sleep", None)
+    if spin is None:
+        raise DeviceRuntimeError(f"torch.{dev.type} has no _sleep: {dev.type} devices have no device-side spin "
+                                 "(require the runtime.sleep capability)")
+    timings = []
+    for _ in range(_SPIN_TIMINGS):
+        start = torch.Event(device=dev, enable_timing=True)
+        end = torch.Event(device=dev, enable_timing=True)
+        start.record()
+        spin(_SPIN_CYCLES)
+        end.record()
+        end.synchronize()
+        timings.append(_SPIN_CYCLES / start.elapsed_time(end))
+    middle = sorted(timings)[2:-2]
+    _cycles_per_ms[dev.type] = result = sum(middle) / len(middle)
+    return result

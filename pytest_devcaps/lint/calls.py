@@ -135,6 +135,9 @@ def cuda_call(host: Host, node: ast.Call, name: str) -> None:
         if parts[2:3] in (["Stream"], ["Event"]) and host.cuda_object(node):
             why = (f"its CUDA-only attributes ({', '.join(sorted(rules.CUDA_OBJECT_ATTRIBUTES))}) are read: "
                    "decide whether the test needs CUDA's object or can drop them")
+        elif entry.module and context is not None and host.source.target == "torch":
+            why = (f"torch has no mark for requires_capability('{entry.capability}') (the devices whose module "
+                   f"has {parts[2]}): convert with --target devcaps")
         elif parts[2:3] == ["get_device_capability"]:
             why = ("torch.accelerator.get_device_capability() returns supported dtypes, not (major, minor): "
                    "decide which capability the number stands for")
@@ -190,6 +193,8 @@ def _cuda_fix(host: Host, node: ast.Call, attr: str, entry: rules.CudaCall,
                  *(host.param_edits(context) if device else [])])
     if attr == "empty_cache":
         return _guarded_statement(host, node, "torch.accelerator.empty_cache()")
+    if entry.module and context is not None:
+        return _module_function(host, node, attr, entry, context)
     if attr in rules.CPU_MODULE_CALLS and context is not None:
         module = f"torch.get_device_module({context.expr('device')})"
         return (f"replaced by {module}.{attr}() (the device may be the CPU, where torch.accelerator raises)",
@@ -211,6 +216,60 @@ def _cuda_fix(host: Host, node: ast.Call, attr: str, entry: rules.CudaCall,
             return ("replaced by the stream itself (torch.Stream is a context manager)",
                     [ReplaceExpr(span, "Call", host.source.segment(node.args[0])), *marks])
     return None
+
+
+def _module_function(host: Host, node: ast.Call, attr: str, entry: rules.CudaCall,
+                     context: DeviceContext) -> Fix | None:
+    """``torch.cuda._sleep(n)`` -> ``torch.get_device_module(device)._sleep(n)``, the test marked
+    with the capability that says the device's module has it (``--target torch`` has no mark for
+    it: left)."""
+    marks = _marks(host, context, entry.capability)
+    if marks is None and (context.mark_owner is not None or host.source.target == "torch"):
+        return None
+    module = f"torch.get_device_module({context.expr('device')})"
+    note = "" if marks is not None else f" (the tests calling it need requires_capability('{entry.capability}'))"
+    return (f"replaced by {module}.{attr}{note}",
+            [EditCall(host.source.span(node), func=f"{module}.{attr}"), *(marks or []), *host.param_edits(context)])
+
+
+def cycles_per_ms(host: Host, node: ast.Call, name: str) -> None:
+    """PyTorch's ``get_cycles_per_ms()`` (its device defaults to "cuda") -> our
+    ``cycles_per_ms(device)`` (``--target devcaps``), or ``get_cycles_per_ms(<device type>)``
+    where the installed torch's serves every device (``--target torch``)."""
+    if len(node.args) > 1 or node.keywords or (node.args and not is_cuda_literal(node.args[0])):
+        return
+    item = host.add(node, "DC004", f"`{host.source.segment(node.func)}()` times CUDA's spin (its device "
+                    "defaults to \"cuda\")", "pytest_devcaps.runtime.cycles_per_ms(device), or "
+                    "get_cycles_per_ms(device.type) on torch 2.14+", "accelerator", blocks=True)
+    host.own(node.func)
+    for arg in node.args:
+        host.own(arg)
+    context = host.scope.context
+    if context is None:
+        _unfixed(host, item)
+        return
+    marks = _marks(host, context, rules.SLEEP)
+    if marks is None and (context.mark_owner is not None or host.source.target == "torch"):
+        _unfixed(host, item, "torch has no mark for requires_capability('runtime.sleep'): convert with "
+                 "--target devcaps" if host.source.target == "torch" else None)
+        return
+    span = host.source.span(node)
+    if host.source.target == "devcaps":
+        code = f"cycles_per_ms({context.expr('device')})"
+    elif generic_cycles_per_ms():
+        code = f"{host.source.segment(node.func)}({context.expr('type')})"
+    else:
+        _unfixed(host, item, "the installed torch's get_cycles_per_ms times CUDA alone (torch < 2.14)")
+        return
+    item.fixed(f"replaced by {code}", ReplaceExpr(span, "Call", code), *(marks or []), *host.param_edits(context))
+
+
+def generic_cycles_per_ms() -> bool:
+    """The installed torch's ``get_cycles_per_ms(device)`` times any device module's ``_sleep``
+    (torch 2.14; read from its source, without importing torch)."""
+    from pytest_devcaps.lint.layout import torch_testing_source
+
+    return "get_device_module(device)._sleep" in torch_testing_source("common_utils.py")
 
 
 def _fixture_fix(host: Host, node: ast.Call, attr: str, entry: rules.CudaCall, context: DeviceContext) -> Fix | None:

@@ -303,6 +303,8 @@ class Finder(ast.NodeVisitor):
             calls.cuda_amp(self, node, name)
         elif name.startswith("torch.cuda.") and "()" not in name:
             calls.cuda_call(self, node, name)
+        elif name == rules.CYCLES_PER_MS:
+            calls.cycles_per_ms(self, node, name)
         elif isinstance(node.func, ast.Attribute) and node.func.attr == "cuda" and name != "torch.cuda":
             calls.move(self, node)
         elif last_name(node.func) == "device" and calls.device_call(self, node):
@@ -335,7 +337,7 @@ class Finder(ast.NodeVisitor):
             calls.settings(self, node, name)
         elif name == "torch.cuda" and calls.module_fallback(self, node, self._call_parent.get(id(node))):
             pass
-        elif name == "torch.cuda" or name.startswith("torch.cuda."):
+        elif name == "torch.cuda" or name.startswith("torch.cuda.") and "()" not in name:
             calls.torch_cuda_name(self, node, name)
         elif name.endswith("DeviceType.CUDA"):
             item = self.add(node, "DC003", f"`{name}` singles out CUDA (profiler events)",

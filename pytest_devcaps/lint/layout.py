@@ -46,17 +46,23 @@ ALLOWED_ONLY = "onlyAccelerator"
 def available() -> bool:
     """The installed torch has ``common_utils.HardwareClassification`` (read from its source,
     without importing torch)."""
+    return "class HardwareClassification(" in torch_testing_source("common_utils.py")
+
+
+@functools.lru_cache(maxsize=8)
+def torch_testing_source(name: str) -> str:
+    """The source of the installed torch's ``torch/testing/_internal/<name>`` ("" where there is
+    none), read once, without importing torch."""
     try:
         spec = importlib.util.find_spec("torch")
     except (ImportError, ValueError):
-        return False
+        return ""
     if spec is None or spec.origin is None:
-        return False
-    source = Path(spec.origin).parent / "testing" / "_internal" / "common_utils.py"
+        return ""
     try:
-        return "class HardwareClassification(" in source.read_text(encoding="utf-8", errors="replace")
+        return (Path(spec.origin).parent / "testing" / "_internal" / name).read_text(encoding="utf-8", errors="replace")
     except OSError:
-        return False
+        return ""
 
 
 def installed_torch() -> str:

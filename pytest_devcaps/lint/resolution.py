@@ -6,8 +6,8 @@ torch.
 The finder reads the file with ``ast`` (the check needs no extra package), so this is the
 scope analysis LibCST's ``QualifiedNameProvider`` does, on ``ast``: module-level and in-function
 imports bind qualified names; a function that binds the same name (a parameter, an assignment,
-a loop or ``with`` target, its own import) shadows it in its body. Only names that mean torch
-or ``torch.cuda*`` are tracked: those are the ones the rules look up by qualified name.
+a loop or ``with`` target, its own import) shadows it in its body. Only names that mean torch,
+``torch.cuda*`` or one of :data:`TRACKED_FUNCTIONS` are tracked: those are the ones the rules look up by qualified name.
 
 :func:`qualified` is read by :func:`pytest_devcaps.lint.gating.dotted` while :func:`resolving`
 is active (one file at a time, set by :func:`pytest_devcaps.lint.analyze.analyze`), and so is
@@ -22,14 +22,19 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Iterator
 
+from pytest_devcaps.lint import rules
+
 SHADOWED = "<local>"
+# Functions outside torch.cuda that rules look up by qualified name (lint.rules names them).
+TRACKED_FUNCTIONS = frozenset({rules.CYCLES_PER_MS})
 _TABLE: ContextVar[dict[int, str]] = ContextVar("devcaps_lint_names", default={})
 _FILE: ContextVar[_File | None] = ContextVar("devcaps_lint_file", default=None)
 Function = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 
 
 def _tracked(qualified: str) -> bool:
-    return qualified == "torch" or qualified == "torch.cuda" or qualified.startswith("torch.cuda.")
+    return qualified == "torch" or qualified == "torch.cuda" or qualified.startswith("torch.cuda.") \
+        or qualified in TRACKED_FUNCTIONS
 
 
 def import_bindings(statements: list[ast.stmt]) -> dict[str, str]:

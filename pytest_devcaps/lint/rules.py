@@ -629,6 +629,9 @@ class CudaCall:
     hardware: Hardware | None = "accelerator"
     code: str = "DC004"
     accelerator: str | None = None  # the same function in torch 2.13 (torch.accelerator.*, torch.Stream)
+    # the device module's function of that name (torch.get_device_module(device)._sleep): devices
+    # whose module lacks it are kept off by ``capability``
+    module: bool = False
 
 
 def _runtime(name: str, capability: str | None = None, blocks: bool = True,
@@ -683,7 +686,10 @@ CUDA_CALLS: dict[str, CudaCall] = {
     "get_device_capability": CudaCall("requires_capability for the feature the capability gates",
                                       hardware="cuda"),
     "get_device_name": CudaCall("the devcaps fixture; a device name is not a capability", hardware="cuda"),
-    "_sleep": CudaCall("no device-generic spin kernel: keep the test CUDA-only", hardware="cuda"),
+    # torch.cuda._sleep(cycles) and torch.xpu._sleep (torch 2.14) queue a spin on the current
+    # stream; other devices have none: the runtime.sleep capability keeps the test off them
+    "_sleep": CudaCall("torch.get_device_module(device)._sleep(cycles) with requires_capability('runtime.sleep')",
+                       capability="runtime.sleep", module=True),
     "memory_reserved": _accelerator("memory_reserved", "runtime.memory_stats"),
     "max_memory_reserved": _accelerator("max_memory_reserved", "runtime.memory_stats"),
     "reset_accumulated_memory_stats": _accelerator("reset_accumulated_memory_stats"),
@@ -764,6 +770,13 @@ def vendor_specific(reason: str) -> bool:
 
 
 PINNED_MEMORY = "runtime.pinned_memory"
+# PyTorch's common_utils.get_cycles_per_ms(device="cuda") times the device's _sleep: CUDA's alone
+# before torch 2.14 (torch.cuda.Event), any device module's with a _sleep from 2.14. The rewrite
+# (--target devcaps) calls pytest_devcaps.runtime.cycles_per_ms(device), the same measurement for
+# any device, on every torch; --target torch passes the device where the installed torch's
+# function serves every device.
+CYCLES_PER_MS = "torch.testing._internal.common_utils.get_cycles_per_ms"
+SLEEP = "runtime.sleep"
 DIST_USE = "the dist_backend fixture, or dist.get_default_backend_for_device(device)"
 
 
@@ -775,4 +788,4 @@ def capability_names() -> set[str]:
     needs = [n for g in gates for n in (g.need, *(b.need for b in g.by_use))]
     names = {c for n in needs for c in (*n.capabilities, *(c for group in n.any_of for c in group))}
     names |= {c.capability for c in (*CUDA_CALLS.values(), DEFAULT_CUDA_CALL) if c.capability}
-    return names | {PINNED_MEMORY}
+    return names | {PINNED_MEMORY, SLEEP}

@@ -310,6 +310,7 @@ BARE_NAMES: dict[str, str] = {
     **{n: "pytest_devcaps" for n in ("requires_capability", "requires_devices", "requires_memory", "requires_ranks",
                                      "hardware", "skip_on")},
     "onlyAccelerator": "torch.testing._internal.common_device_type",
+    "cycles_per_ms": "pytest_devcaps.runtime",
 }
 QUALIFIED_FROM = {"torch.testing._internal.common_distributed.": "torch.testing._internal.common_distributed"}
 

@@ -36,6 +36,7 @@ _BUILTIN: dict[str, ProbeFunction] = {
     "runtime.events": runtime_ops.probe_events,
     "runtime.memory_stats": runtime_ops.probe_memory_stats,
     "runtime.pinned_memory": runtime_ops.probe_pinned_memory,
+    "runtime.sleep": runtime_ops.probe_sleep,
     "compile.inductor": compile.probe_inductor,
     "compile.triton": compile.probe_triton,
     "dist.gloo": collectives.probe_gloo,

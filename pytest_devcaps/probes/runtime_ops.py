@@ -1,4 +1,5 @@
-"""Runtime probes: graph capture, streams, events, allocator statistics, pinned memory."""
+"""Runtime probes: graph capture, streams, events, allocator statistics, pinned memory, the
+device-side spin."""
 
 from __future__ import annotations
 
@@ -164,3 +165,33 @@ def probe_pinned_memory(device: str) -> ProbeOutcome:
     if value != 1024:
         return unknown(f"non_blocking copy from pinned memory gave sum {value}, expected 1024")
     return ran(f"pinned host memory and non_blocking copy to {device}")
+
+
+def probe_sleep(device: str) -> ProbeOutcome:
+    """``torch.<type>._sleep(cycles)`` queues a spin on the current stream: the host returns
+    before it ends (what tests that stand it in for kernel time need), and timing events on
+    the device see it take longer than the host did to queue it."""
+    import time
+
+    import torch
+
+    kind = device_type(device)
+    spin = getattr(device_module(kind), "_sleep", None)
+    if spin is None:
+        return unsupported(f"torch.{kind} has no _sleep: no device-side spin on {kind}")
+    try:
+        start = torch.Event(device=device, enable_timing=True)
+        end = torch.Event(device=device, enable_timing=True)
+        start.record()
+        began = time.perf_counter()
+        spin(50_000_000)
+        queued_ms = (time.perf_counter() - began) * 1000
+        end.record()
+        end.synchronize()
+        spun_ms = start.elapsed_time(end)
+    except Exception as exc:
+        return refused(f"torch.{kind}._sleep timed with torch.Event", exc)
+    if spun_ms <= queued_ms:
+        return unsupported(f"torch.{kind}._sleep blocked the host ({queued_ms:.2f} ms to queue, "
+                           f"{spun_ms:.2f} ms on the device): not a spin queued on a stream")
+    return ran(f"torch.{kind}._sleep spun {spun_ms:.2f} ms on {device}, queued in {queued_ms:.2f} ms")

@@ -86,6 +86,7 @@ EXPECTED: dict[str, dict[str, tuple[Level, tuple[str, ...]]]] = {
     "nvidia-l4": {"dtype.fp8_e4m3fn": (N, ("sm_89",)), "mm.scaled_rowwise": (N, ()),
                   "mm.grouped": (E, ()), "dtype.fp4_e2m1": (U, ())},
     "nvidia-h100": {
+        "runtime.sleep": (N, ("torch.cuda._sleep",)),
         "dtype.fp8_e4m3fn": (N, ("sm_89", "sm_90")), "dtype.fp8_e4m3fnuz": (U, ("gfx942",)),
         "mm.scaled_rowwise": (N, ()), "attention.flash": (N, ("sm_80",)),
         "attention.cudnn": (N, ("91000",)), "runtime.graphs": (N, ()), "dtype.tf32": (N, ()),
@@ -104,6 +105,7 @@ EXPECTED: dict[str, dict[str, tuple[Level, tuple[str, ...]]]] = {
     "amd-mi250x": {"attention.flash": (N, ("gfx90a",)), "dtype.fp8_e4m3fnuz": (U, ()),
                    "mm.scaled": (U, ()), "dtype.tf32": (U, ()), "mm.int8": (N, ())},
     "amd-mi300x": {
+        "runtime.sleep": (N, ("HIP stream",)),
         "dtype.fp8_e4m3fnuz": (N, ("gfx942",)), "dtype.fp8_e5m2fnuz": (N, ()),
         "dtype.fp8_e4m3fn": (U, ("gfx950", "gfx942", "fnuz")), "mm.scaled": (N, ()),
         "mm.scaled_rowwise": (N, ()), "attention.flash": (N, ("gfx942",)),
@@ -122,6 +124,7 @@ EXPECTED: dict[str, dict[str, tuple[Level, tuple[str, ...]]]] = {
     "amd-rx9070xt": {"dtype.fp8_e4m3fn": (N, ("gfx1201",)), "mm.scaled_rowwise": (N, ()),
                      "attention.flash": (N, ()), "mm.scaled_mx": (U, ("gfx950",))},
     "intel-max-1550": {
+        "runtime.sleep": (K, ("torch 2.14", "decides")),
         "dtype.fp8_e4m3fn": (E, ("pvc", "fp16")), "attention.flash": (N, ("pvc",)),
         "runtime.graphs": (N, ()), "dtype.tf32": (N, ("pvc",)), "dtype.bf16": (N, ()),
         "dtype.fp64": (N, ()), "dist.xccl": (N, ()), "dist.nccl": (U, ("intel",)),
@@ -130,7 +133,7 @@ EXPECTED: dict[str, dict[str, tuple[Level, tuple[str, ...]]]] = {
     },
     "intel-arc-a770": {"dtype.fp64": (U, ()), "attention.flash": (U, ("acm",)),
                        "dtype.tf32": (U, ("acm",)), "dtype.bf16": (N, ())},
-    "habana-gaudi2": {"dtype.fp8_e4m3fn": (K, ("probe decides",)), "dtype.fp16": (N, ()),
+    "habana-gaudi2": {"runtime.sleep": (K, ("probe to decide",)), "dtype.fp8_e4m3fn": (K, ("probe decides",)), "dtype.fp16": (N, ()),
                       "dtype.fp64": (U, ())},
     "habana-gaudi3": {
         "dtype.fp8_e4m3fn": (K, ("torch._scaled_mm",)), "attention.flash": (K, ("FusedSDPA",)),
@@ -140,6 +143,7 @@ EXPECTED: dict[str, dict[str, tuple[Level, tuple[str, ...]]]] = {
     },
     "apple-m1": {"dtype.bf16": (E, ("M2",)), "attention.flash": (U, ("math",))},
     "apple-m3": {
+        "runtime.sleep": (U, ("no device-side spin",)),
         "dtype.fp8_e4m3fn": (U, ("apple-m3",)), "attention.flash": (U, ("math",)),
         "attention.mem_efficient": (U, ()), "runtime.graphs": (U, ()), "dtype.tf32": (U, ()),
         "dtype.bf16": (N, ("M2",)), "dtype.fp64": (U, ()), "compile.inductor": (N, ("Metal",)),

@@ -16,7 +16,7 @@ pytest.importorskip("libcst", reason="--fix needs the lint extra (pytest-devcaps
 from pytest_devcaps.lint.fix import fix_text  # noqa: E402
 
 GOLDEN = Path(__file__).resolve().parent.parent / "lint" / "golden"
-FILES = ("multiprocess_style", "device_type_style", "torchao_style")
+FILES = ("multiprocess_style", "device_type_style", "torchao_style", "overlap_style")
 BAD = ("failure", "error")
 
 

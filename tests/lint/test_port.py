@@ -23,7 +23,7 @@ from pytest_devcaps.lint.fix import fix_text  # noqa: E402  (after the importors
 from test_layout import linter_errors  # noqa: E402  (tests/lint is on sys.path, as for fleet_data)
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
-FILES = ["multiprocess_style", "device_type_style", "torchao_style"]
+FILES = ["multiprocess_style", "device_type_style", "torchao_style", "overlap_style"]
 # the idiom that is right on every build: a CUDA build without a GPU answers "cuda" to plain
 # current_accelerator() (issue 33), None with check_available=True; as ruff format lays it out
 DEVICE_TYPE = ('device_type = (\n    acc.type\n    if (acc := torch.accelerator.current_accelerator(check_available=True))\n'
@@ -377,14 +377,14 @@ def test_fix_check_passes_once_fixed_though_findings_are_left(tmp_path: Path, mo
     """--fix --check asks whether --fix would change anything (CI, pre-commit): what --fix leaves
     is reported but does not fail it (plain ``devcaps lint`` still exits 1 for it)."""
     path = tmp_path / "t.py"
-    path.write_text(method("torch.cuda.synchronize()\n        torch.cuda._sleep(10)"))
+    path.write_text(method("torch.cuda.synchronize()\n        torch.cuda.get_device_properties(0)"))
     monkeypatch.chdir(tmp_path)
     assert main(["lint", "--fix", "--check", "t.py"]) == 1
-    assert main(["lint", "--fix", "t.py"]) == 1  # _sleep is left
+    assert main(["lint", "--fix", "t.py"]) == 1  # get_device_properties is left
     capsys.readouterr()
     assert main(["lint", "--fix", "--check", "t.py"]) == 0
     captured = capsys.readouterr()
-    assert "DC004 `torch.cuda._sleep()`" in captured.out and "left 1 (DC004 1)" in captured.err
+    assert "DC004 `torch.cuda.get_device_properties()`" in captured.out and "left 1 (DC004 1)" in captured.err
     assert main(["lint", "t.py"]) == 1
 
 

@@ -489,10 +489,11 @@ def test_an_own_cpu_cuda_list_and_its_skip_where_cuda_is_absent_go_together() ->
 
 @pytest.mark.parametrize("condition", ['device == "cuda"', 'device.startswith("cuda")'])
 def test_the_list_and_its_skip_both_stay_while_the_test_keeps_cuda_only_code(condition: str) -> None:
-    """With ``torch.cuda._sleep`` in the test its gate stays, and so does the parametrization:
+    """With CUDA's SM count read in the test its gate stays, and so does the parametrization:
     removed alone, it would hand the kept string test a torch.device."""
     source = OWN_DEVICE_LIST.replace('"cuda" in device', condition).replace(
-        "        assert x.sum()", "        torch.cuda._sleep(10)\n        assert x.sum()")
+        "        assert x.sum()", "        assert torch.cuda.get_device_properties(0).multi_processor_count\n"
+        "        assert x.sum()")
     assert unchanged(source)
     found = left(source)
     assert any(f.startswith("DC003 parametrizes `device` over hardcoded devices; not fixed: ")
@@ -903,7 +904,7 @@ MULTIPROCESS_KEPT = """\
         @skip_if_lt_x_gpu(2)
         def test_overlap(self):
             x = torch.ones(2).cuda()
-            torch.cuda._sleep(100)
+            self.assertGreater(torch.cuda.get_device_properties(0).multi_processor_count, 0)
             self.assertEqual(x.sum().item(), 2)
     """
 
@@ -992,3 +993,58 @@ def test_a_star_import_is_not_assumed_to_bind_getattr() -> None:
     """``from m import *`` brings names that cannot be known; the builtin is still what is meant."""
     source = "from torch.testing._internal.common_utils import *\n" + textwrap.dedent(MODULE_LOOKUP)
     assert "(getattr(th, torch_device, None) or th.get_device_module())" in fix(source)
+
+
+# -- streams and the device-side spin (PyTorch's FSDP overlap tests) ------------------------------
+
+SPIN = """\
+    import pytest
+    import torch
+    from torch.testing._internal.common_utils import get_cycles_per_ms
+
+
+    @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+    def test_overlap():
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(int(2 * get_cycles_per_ms()))
+        torch.cuda.current_stream().wait_stream(side)
+    """
+
+
+def test_a_spin_on_a_side_stream_runs_where_the_device_module_has_one() -> None:
+    """torch.cuda._sleep is the device module's _sleep (CUDA, ROCm; XPU from torch 2.14) under
+    runtime.sleep; get_cycles_per_ms() (CUDA's spin before 2.14) is our cycles_per_ms(device);
+    the chained current_stream().wait_stream is the device's current stream's."""
+    assert fix(SPIN) == textwrap.dedent("""\
+        import pytest
+        import torch
+        from pytest_devcaps.runtime import cycles_per_ms
+
+
+        @pytest.mark.requires_capability("runtime.streams", "runtime.sleep")
+        def test_overlap(device):
+            side = torch.Stream(device=device)
+            side.wait_stream(torch.get_device_module(device).current_stream())
+            with side:
+                torch.get_device_module(device)._sleep(int(2 * cycles_per_ms(device)))
+            torch.get_device_module(device).current_stream().wait_stream(side)
+        """)
+    assert left(SPIN) == []
+
+
+def test_under_target_torch_the_spin_stays_and_says_why() -> None:
+    out = fix(SPIN, "torch")
+    assert "torch.cuda._sleep(int(2 * get_cycles_per_ms()))" in out
+    assert "not torch.cuda.is_available()" in out  # its gate stays with it
+    found = left(SPIN, "torch")
+    assert any("torch.cuda._sleep()` is CUDA-only; not fixed: torch has no mark for "
+               "requires_capability('runtime.sleep')" in f for f in found), found
+    assert any(f.startswith("DC004 `get_cycles_per_ms()` times CUDA's spin") for f in found), found
+
+
+def test_get_cycles_per_ms_of_another_device_is_not_a_finding() -> None:
+    source = ("from torch.testing._internal.common_utils import get_cycles_per_ms\n\n\n"
+              "def test_cpu():\n    assert get_cycles_per_ms(\"cpu\") > 0\n")
+    assert analyze(source, "t.py").findings == ()

@@ -38,7 +38,7 @@ CPU_EXPECTED: dict[str, Level] = {
     "attention.flash": N, "attention.mem_efficient": U, "attention.cudnn": U,
     "attention.flex": N,
     "runtime.graphs": U, "runtime.streams": U, "runtime.events": U,
-    "runtime.memory_stats": U, "runtime.pinned_memory": U,
+    "runtime.memory_stats": U, "runtime.pinned_memory": U, "runtime.sleep": U,
     "compile.inductor": N, "compile.triton": U,
     "dist.gloo": N, "dist.nccl": U, "dist.xccl": U, "dist.hccl": U, "dist.mpi": U,
 }
@@ -60,6 +60,7 @@ CPU_REASONS: dict[str, str] = {
     "dist.nccl": ("nccl is available but handles cuda tensors, not cpu" if NCCL_BUILT  # devcaps: allow[DC008]
                   else "nccl is not available"),
     "runtime.graphs": "no graph capture for cpu",
+    "runtime.sleep": "torch.cpu has no _sleep",
 }
 
 

@@ -181,3 +181,57 @@ def test_default_dist_backend_reads_torchs_table(monkeypatch: pytest.MonkeyPatch
     # an out-of-tree backend registering itself as a device type's default is seen too
     monkeypatch.setitem(dist.Backend.default_device_backend_map, FAKE, "fakeccl")
     assert runtime.default_dist_backend(FAKE) == "fakeccl"
+
+
+class FakeSpinModule:
+    """A device module with a ``_sleep`` whose spins the fake events time: each timing is the
+    next of ``milliseconds`` (what a device's spin of 1,000,000 cycles took)."""
+
+    def __init__(self, milliseconds: list[float]) -> None:
+        self.milliseconds = list(milliseconds)
+        self.spun: list[int] = []
+
+    def _sleep(self, cycles: int) -> None:
+        self.spun.append(cycles)
+
+
+def _fake_events(module: FakeSpinModule) -> type:
+    class Event:
+        def __init__(self, *, device: Any, enable_timing: bool) -> None:
+            assert enable_timing and torch.device(device).type == FAKE
+
+        def record(self) -> None:
+            pass
+
+        def synchronize(self) -> None:
+            pass
+
+        def elapsed_time(self, end: Any) -> float:
+            return module.milliseconds.pop(0)
+
+    return Event
+
+
+def test_cycles_per_ms_times_the_devices_spin_as_pytorch_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ten 1,000,000-cycle spins, the two fastest and two slowest dropped, the mean of the six
+    left (PyTorch's get_cycles_per_ms); measured once per device type."""
+    timings = [1.0, 2.0, 2.0, 2.0, 2.0, 4.0, 4.0, 4.0, 100.0, 0.001]  # ms per spin
+    module = FakeSpinModule(timings)
+    monkeypatch.setattr(torch, FAKE, module, raising=False)
+    monkeypatch.setattr(torch, "Event", _fake_events(module))
+    monkeypatch.setattr(runtime, "_cycles_per_ms", {})
+    # cycles per ms of each spin, 1e6 / ms, sorted: 1e4, 2.5e5 x3, 5e5 x4, 1e6, 1e9; the middle
+    # six: 2.5e5 x2 and 5e5 x4
+    expected = (2 * 250_000 + 4 * 500_000) / 6
+    assert runtime.cycles_per_ms(f"{FAKE}:0") == pytest.approx(expected)
+    assert module.spun == [1_000_000] * 10
+    assert runtime.cycles_per_ms(FAKE) == pytest.approx(expected)  # cached: no more spins
+    assert len(module.spun) == 10
+
+
+def test_cycles_per_ms_on_a_device_without_a_spin_says_which_capability(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_devcaps.errors import DeviceRuntimeError
+
+    monkeypatch.setattr(runtime, "_cycles_per_ms", {})
+    with pytest.raises(DeviceRuntimeError, match=r"torch.cpu has no _sleep.*runtime.sleep"):
+        runtime.cycles_per_ms("cpu")
