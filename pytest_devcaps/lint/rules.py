@@ -581,7 +581,15 @@ DECORATORS: dict[str, DecoratorRule] = {
                                       by_use=FP8_BY_USE)),
     **{n: DecoratorRule(_devices(n, 2)) for n in (
         "require_torch_multi_gpu", "require_multi_gpu", "requires_multigpu", "skip_if_not_multigpu",
-        "require_multi_gpu_or_xpu", "multi_gpu", "requires_multi_gpu")},
+        "require_multi_gpu_or_xpu", "multi_gpu", "requires_multi_gpu",
+        # fairscale's fair_dev/testing/testing.py: skipif(not cuda.is_available() or device_count() < 2)
+        "skip_if_single_gpu")},
+    "skip_if_less_than_four_gpu": DecoratorRule(_devices("skip_if_less_than_four_gpu", 4)),
+    # fairscale's skip_if_cuda = skipif(torch.cuda.is_available(), "Testing only on CPUs to save time"):
+    # it skips where CUDA is, and runs everywhere else
+    "skip_if_cuda": DecoratorRule(Gate("DC001", "skip_if_cuda", _blocked("skip_if_cuda skips where CUDA is", None),
+                                       "skip_on(\"type == 'cuda'\") with the reason", hardware=None),
+                                  skip_when=ON_CUDA),
     "skip_if_lt_x_gpu": DecoratorRule(_devices("skip_if_lt_x_gpu", 2), count_arg=True),
     # with backend "nccl" (the only one they are used with): n CUDA devices and NCCL
     **{n: DecoratorRule(replace(_devices(n, 2), need=Need(accelerator=True, devices=2) & _caps("dist.nccl")),

@@ -208,3 +208,19 @@ def test_every_fact_the_rules_write_is_a_known_device_fact() -> None:
     written += [fact for name in rules.AMD_MODEL_ARCHES if (fact := rules.amd_model_fact(f"is_{name}")) is not None]
     for text in written:
         compile_expression(text, facts=vocabulary)
+
+
+def test_fairscales_cpu_only_skip_is_an_exclusion_of_cuda_devices() -> None:
+    """fairscale's ``skip_if_cuda`` (fair_dev/testing/testing.py: ``skipif(torch.cuda.is_available(),
+    "Testing only on CPUs to save time")``) skips where CUDA is and runs everywhere else."""
+    out = fix("""\
+        import torch
+        from fairscale.fair_dev.testing.testing import skip_if_cuda
+
+
+        @skip_if_cuda
+        def test_cpu_path():
+            assert torch.ones(2).sum() == 2
+        """)
+    assert '@pytest.mark.skip_on("type == \'cuda\'", reason="where @skip_if_cuda skipped")\ndef test_cpu_path():' in out
+    assert "import pytest\n" in out and "skip_if_cuda\n" not in out

@@ -1048,3 +1048,20 @@ def test_get_cycles_per_ms_of_another_device_is_not_a_finding() -> None:
     source = ("from torch.testing._internal.common_utils import get_cycles_per_ms\n\n\n"
               "def test_cpu():\n    assert get_cycles_per_ms(\"cpu\") > 0\n")
     assert analyze(source, "t.py").findings == ()
+
+
+@pytest.mark.parametrize(("decorator", "count"), [("skip_if_single_gpu", 2), ("skip_if_less_than_four_gpu", 4)])
+def test_fairscales_gpu_count_decorators_are_read(decorator: str, count: int) -> None:
+    """fair_dev/testing/testing.py: ``skip_if_single_gpu`` is ``skipif(not cuda.is_available() or
+    device_count() < 2)``, ``skip_if_less_than_four_gpu`` the same with 4."""
+    out = fix(f"""\
+        import torch
+        from fairscale.fair_dev.testing.testing import {decorator}
+
+
+        @{decorator}
+        def test_two():
+            assert torch.ones(2, device="cuda").sum() == 2
+        """)
+    assert f"@pytest.mark.requires_devices({count})\ndef test_two(device):" in out
+    assert "torch.ones(2, device=device)" in out
