@@ -15,7 +15,12 @@ machinery all come from the environment the script runs in; nothing is imported 
 here: ``pip install --no-deps fairscale==0.4.13 torchao==0.18.0`` and, with torch held at the
 installed build (``-c`` a file saying ``torch==2.13.0``), ``pip install accelerate==1.16.0
 transformers==5.25.0 deepspeed==0.19.8 py-cpuinfo==9.0.0 einops==0.8.2``: accelerate's two
-files and DeepSpeed's test_aio_gil then import.)
+files and DeepSpeed's test_aio_gil then import; with ``PYTHONPATH=<DeepSpeed checkout>/tests`` at
+the manifest's commit, test_cpu_adam too. torchtune's files import torchvision through torchtune,
+and no torchvision on PyPI imports beside the torch 2.13.0 CPU build: they are linted, not run.)
+
+``--manifest benchmarks/lint_upstream_sample.txt``: the second set, a whole folder taken as it is
+(fairscale's tests/nn/data_parallel/test_fsdp*.py), for what --fix does on an ordinary suite.
 
 For every file of the manifest (benchmarks/lint_upstream_files.txt: repository, commit, path)
 present under UPSTREAM_DIR/<owner>/<name>/<path>, in temporary copies, per target
