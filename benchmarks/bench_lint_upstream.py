@@ -368,22 +368,11 @@ def _test_linter_214(source: Path, folder: Path, settings: Settings) -> list[str
 
 
 def cpu_label() -> str:
-    """``AMD-EPYC-AVX2``: the CPU model (lscpu) and its widest vector ISA (/proc/cpuinfo)."""
-    model = "unknown-cpu"
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=30).stdout
-        found = re.search(r"^Model name:\s*(.+)$", out, re.M)
-        model = re.sub(r"[^A-Za-z0-9]+", "-", found.group(1)).strip("-") if found else model
-    except (OSError, subprocess.SubprocessError):
-        pass
-    flags = ""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        pass
-    isa = next((name for flag, name in (("amx_tile", "AMX"), ("avx512f", "AVX512"), ("avx2", "AVX2"))
-                if re.search(rf"\b{flag}\b", flags)), "baseline")
-    return f"{model}-{isa}"
+    """``AMD-EPYC-Zen4-AVX512BF16``: the machine tag every benchmark result's name carries (the
+    model, the Zen generation on AMD, the widest ISA: kernel_timing.machine_tag)."""
+    from kernel_timing import machine_tag
+
+    return machine_tag()
 
 
 def _total(codes: dict[str, int]) -> int:
