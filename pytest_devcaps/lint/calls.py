@@ -234,8 +234,8 @@ def _module_function(host: Host, node: ast.Call, attr: str, entry: rules.CudaCal
 
 def cycles_per_ms(host: Host, node: ast.Call, name: str) -> None:
     """PyTorch's ``get_cycles_per_ms()`` (its device defaults to "cuda") -> our
-    ``cycles_per_ms(device)`` (``--target devcaps``), or ``get_cycles_per_ms(<device type>)``
-    where the installed torch's serves every device (``--target torch``)."""
+    ``cycles_per_ms(device)`` (``--target devcaps``), with the ``runtime.sleep`` mark the spin it
+    times needs; ``--target torch`` has no mark for that, and keeps it as it keeps the spin."""
     if len(node.args) > 1 or node.keywords or (node.args and not is_cuda_literal(node.args[0])):
         return
     item = host.add(node, "DC004", f"`{host.source.segment(node.func)}()` times CUDA's spin (its device "
@@ -248,28 +248,17 @@ def cycles_per_ms(host: Host, node: ast.Call, name: str) -> None:
     if context is None:
         _unfixed(host, item)
         return
+    if host.source.target == "torch":
+        _unfixed(host, item, f"torch has no mark for requires_capability('{rules.SLEEP}'): convert with "
+                 "--target devcaps")
+        return
     marks = _marks(host, context, rules.SLEEP)
-    if marks is None and (context.mark_owner is not None or host.source.target == "torch"):
-        _unfixed(host, item, "torch has no mark for requires_capability('runtime.sleep'): convert with "
-                 "--target devcaps" if host.source.target == "torch" else None)
+    if marks is None and context.mark_owner is not None:
+        _unfixed(host, item)
         return
-    span = host.source.span(node)
-    if host.source.target == "devcaps":
-        code = f"cycles_per_ms({context.expr('device')})"
-    elif generic_cycles_per_ms():
-        code = f"{host.source.segment(node.func)}({context.expr('type')})"
-    else:
-        _unfixed(host, item, "the installed torch's get_cycles_per_ms times CUDA alone (torch < 2.14)")
-        return
-    item.fixed(f"replaced by {code}", ReplaceExpr(span, "Call", code), *(marks or []), *host.param_edits(context))
-
-
-def generic_cycles_per_ms() -> bool:
-    """The installed torch's ``get_cycles_per_ms(device)`` times any device module's ``_sleep``
-    (torch 2.14; read from its source, without importing torch)."""
-    from pytest_devcaps.lint.layout import torch_testing_source
-
-    return "get_device_module(device)._sleep" in torch_testing_source("common_utils.py")
+    code = f"cycles_per_ms({context.expr('device')})"
+    item.fixed(f"replaced by {code}", ReplaceExpr(host.source.span(node), "Call", code), *(marks or []),
+               *host.param_edits(context))
 
 
 def _fixture_fix(host: Host, node: ast.Call, attr: str, entry: rules.CudaCall, context: DeviceContext) -> Fix | None:

@@ -157,7 +157,7 @@ def _why_kept(construct: Construct, residue: Residue | None) -> str | None:
     need = construct.need
     if construct.keep:
         return construct.keep
-    if (need.blockers or need.qualifier) and _says_its_exclusion(construct):
+    if _says_its_exclusion(construct):
         return None  # what no mark of a capability says exactly: the condition itself, per device
     if construct.skip_when is not None and construct.kind == "module_statement" and construct.target == "devcaps":
         return (f"a module-level skip (where {construct.skip_when}) also keeps the rest of the module from "
@@ -203,8 +203,10 @@ def _says_its_exclusion(construct: Construct) -> bool:
     devices) and whose condition the device facts say exactly is rewritten as ``skip_on`` of
     that condition (``--target devcaps``; torch has no such mark): the same devices skip, the
     rest run as before, so CUDA-only code behind it changes nothing."""
+    need = construct.need
     return construct.skip_when is not None and construct.target == "devcaps" \
-        and construct.kind in ("decorator", "mark_value") and construct.replacement is None
+        and construct.kind in ("decorator", "mark_value") and construct.replacement is None \
+        and bool(need.blockers or need.qualifier)  # else a capability says it (sm_89: fp8)
 
 
 def exclusion_mark(construct: Construct) -> str:
@@ -249,7 +251,7 @@ def decide(construct: Construct, residue: Residue | None) -> str | None:
     elif construct.kept_types:
         what = (f"@{kept_types_mark(construct)} (the author's device types {', '.join(construct.kept_types)}, "
                 "kept: a person may widen it to every accelerator)")
-    elif _says_its_exclusion(construct) and (construct.need.blockers or construct.need.qualifier):
+    elif _says_its_exclusion(construct):
         what = f"@{exclusion_mark(construct)} (the devices it skipped, per device; the others run as before)"
         for item in construct.items:
             item.hardware = None  # an exclusion says nothing of the hardware the test is for
@@ -326,7 +328,7 @@ def _edits(construct: Construct) -> tuple[list[Edit], str | None]:
         if construct.kind == "decorator":
             return [ReplaceDecorator(construct.span, (kept_types_mark(construct),))], None
         return _module_edits(construct, [kept_types_mark(construct)], False)
-    if _says_its_exclusion(construct) and (construct.need.blockers or construct.need.qualifier):
+    if _says_its_exclusion(construct):
         if construct.kind == "decorator":
             return [ReplaceDecorator(construct.span, (exclusion_mark(construct),))], None
         return _module_edits(construct, [exclusion_mark(construct)], False)

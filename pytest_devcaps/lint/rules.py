@@ -781,8 +781,7 @@ PINNED_MEMORY = "runtime.pinned_memory"
 # PyTorch's common_utils.get_cycles_per_ms(device="cuda") times the device's _sleep: CUDA's alone
 # before torch 2.14 (torch.cuda.Event), any device module's with a _sleep from 2.14. The rewrite
 # (--target devcaps) calls pytest_devcaps.runtime.cycles_per_ms(device), the same measurement for
-# any device, on every torch; --target torch passes the device where the installed torch's
-# function serves every device.
+# any device, on every torch.
 CYCLES_PER_MS = "torch.testing._internal.common_utils.get_cycles_per_ms"
 SLEEP = "runtime.sleep"
 DIST_USE = "the dist_backend fixture, or dist.get_default_backend_for_device(device)"
