@@ -14,25 +14,39 @@ from pytest_devcaps.lint.rules import CUDA_ONLY_LIBRARIES
 from pytest_devcaps.lint.source import SourceFile
 
 
+def cuda_only(qualified: str) -> str | None:
+    """The CUDA-only library ``qualified`` (a module, or a name in one) is or is part of: a key of
+    :data:`CUDA_ONLY_LIBRARIES` that is it or a dotted prefix of it (``apex.optimizers`` is
+    Apex; ``fairscale.nn.data_parallel.FullyShardedDataParallel`` is, ``fairscale.nn`` is not)."""
+    parts = qualified.split(".")
+    for end in range(len(parts), 0, -1):
+        library = CUDA_ONLY_LIBRARIES.get(".".join(parts[:end]))
+        if library is not None:
+            return library
+    return None
+
+
 def _bound(tree: ast.Module) -> dict[str, str]:
-    """Name -> library, for every import of a CUDA-only library in the file (any scope)."""
+    """Name -> library, for every import of a CUDA-only library (or of a CUDA-only name of
+    another library) in the file (any scope)."""
     names: dict[str, str] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                library = CUDA_ONLY_LIBRARIES.get(alias.name.split(".")[0])
+                library = cuda_only(alias.name) if alias.asname else cuda_only(alias.name.split(".")[0])
                 if library is not None:
                     names[alias.asname or alias.name.split(".")[0]] = library
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            library = CUDA_ONLY_LIBRARIES.get(node.module.split(".")[0])
-            if library is not None:
-                names.update({alias.asname or alias.name: library for alias in node.names if alias.name != "*"})
+            for alias in node.names:
+                library = cuda_only(f"{node.module}.{alias.name}") if alias.name != "*" else None
+                if library is not None:
+                    names[alias.asname or alias.name] = library
     return names
 
 
 def libraries(source: SourceFile) -> list[Residue]:
     """Every use of a name bound to a CUDA-only library, as residue."""
-    if not any(name in source.text for name in CUDA_ONLY_LIBRARIES):
+    if not any(name.split(".")[-1] in source.text for name in CUDA_ONLY_LIBRARIES):
         return []
     bound = _bound(source.tree)
     return [Residue(source.span(node), f"{node.id} ({bound[node.id]}, a CUDA-only library)")

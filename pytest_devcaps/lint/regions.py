@@ -7,8 +7,9 @@ region is everything the gated test executes that this file defines:
   own fixtures too) and, in a ``unittest`` class, the class's ``setUp`` / ``tearDown`` /
   ``setUpClass`` / ``tearDownClass`` / ``__init__`` and its class attributes (its in-file base
   classes' too);
-- the helpers it calls: module-level functions by name, the class's methods through
-  ``self.`` / ``cls.``, transitively;
+- the helpers it calls or hands on to run (``mp.spawn(worker)``): module-level functions by
+  name, the class's methods through ``self.`` / ``cls.``, every method of a helper class of the
+  file it names (a model it builds), transitively;
 - for a class gate (a decorator, a ``setUpClass`` skip), every method of the class;
 - for a module gate (``if not TEST_CUDA: sys.exit()``, ``TestCase = NoTest``), the whole file;
 - for a guard in code, what it guards: the rest of the block after ``if not <gate>: return``,
@@ -202,15 +203,20 @@ class RegionIndex:
 
     def _callees(self, node: ast.FunctionDef | ast.AsyncFunctionDef,
                  cls: ast.ClassDef | None) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+        """What ``node`` runs of this file: the functions it calls or hands on to run
+        (``mp.spawn(worker, ...)``, ``Process(target=worker)``, ``partial(worker)``), the methods
+        of its class it calls or hands on (``self._run``), and every method of a helper class it
+        names (``FSDP(Model())``: the model's ``__init__`` and ``forward`` run)."""
         for child in (n for statement in node.body for n in ast.walk(statement)):
-            if not isinstance(child, ast.Call):
-                continue
-            func = child.func
-            if isinstance(func, ast.Name) and func.id in self.functions:
-                yield self.functions[func.id]
-            elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and cls is not None \
-                    and func.value.id in ("self", "cls"):
-                method = self.method(cls, func.attr)
+            if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Load):
+                if child.id in self.functions:
+                    yield self.functions[child.id]
+                elif child.id in self.classes and not _is_test_class(self.classes[child.id]):
+                    for klass in self.lineage(self.classes[child.id]):
+                        yield from (m for m in klass.body if isinstance(m, Function))
+            elif isinstance(child, ast.Attribute) and isinstance(child.ctx, ast.Load) \
+                    and isinstance(child.value, ast.Name) and cls is not None and child.value.id in ("self", "cls"):
+                method = self.method(cls, child.attr)
                 if method is not None:
                     yield method
 
@@ -254,6 +260,11 @@ class RegionIndex:
                     for child in handler.body:
                         self._blocks[id(child)] = handler.body
         return self._blocks.get(id(statement), [statement])
+
+
+def _is_test_class(cls: ast.ClassDef) -> bool:
+    """A class that holds tests (its other tests are not what one of them runs)."""
+    return any(isinstance(m, Function) and m.name.startswith("test") for m in cls.body)
 
 
 def _is_skip_call(statement: ast.stmt) -> bool:

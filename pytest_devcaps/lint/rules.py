@@ -720,6 +720,14 @@ CUDA_ONLY_LIBRARIES: dict[str, str] = {
     "cupy": "CuPy", "pynvml": "NVML", "nvidia_smi": "NVML", "transformer_engine": "Transformer Engine",
     "tensorrt": "TensorRT", "torch_tensorrt": "Torch-TensorRT", "cutlass": "CUTLASS", "pycuda": "PyCUDA",
     "cuda": "CUDA Python", "nvtx": "NVTX", "triton_dist": "Triton-distributed", "deep_gemm": "DeepGEMM",
+    # a module or class of a library that is not CUDA-only as a whole (a dotted key: the name and
+    # what is under it): fairscale's FullyShardedDataParallel makes its streams only where
+    # torch.cuda.is_available() and reads self._streams["all_gather"] in every forward
+    # (fairscale/nn/data_parallel/fully_sharded_data_parallel.py _setup_streams, _rebuild_full_params),
+    # a KeyError on any other device
+    **{name: "fairscale's FullyShardedDataParallel (CUDA streams in every forward)" for name in (
+        "fairscale.nn.data_parallel.FullyShardedDataParallel", "fairscale.nn.FullyShardedDataParallel",
+        "fairscale.nn.data_parallel.fully_sharded_data_parallel")},
 }
 # torch.cuda functions torch.cpu has too (torch 2.13 torch/cpu/__init__.py: set_device and
 # synchronize are no-ops there, current_device is "cpu"): where the device comes from a fixture

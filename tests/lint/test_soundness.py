@@ -1065,3 +1065,48 @@ def test_fairscales_gpu_count_decorators_are_read(decorator: str, count: int) ->
         """)
     assert f"@pytest.mark.requires_devices({count})\ndef test_two(device):" in out
     assert "torch.ones(2, device=device)" in out
+
+
+SPAWNED = """\
+    import pytest
+    import torch
+    import torch.multiprocessing as mp
+    from fairscale.fair_dev.testing.testing import skip_if_single_gpu
+    from fairscale.nn.data_parallel import FullyShardedDataParallel as FSDP
+
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = FSDP(torch.nn.Linear(4, 4))
+
+
+    def _worker(rank, world_size):
+        torch.cuda.set_device(rank)
+        model = Model().cuda()
+        assert model.layer is not None
+
+
+    @skip_if_single_gpu
+    def test_spawned():
+        mp.spawn(_worker, args=(2,), nprocs=2, join=True)
+    """
+
+
+def test_a_worker_handed_to_spawn_is_part_of_the_tests_region() -> None:
+    """fairscale's FSDP tests run their body in ``mp.spawn(_worker, ...)``: the worker (and the
+    model class it builds) is what the test runs. Its fairscale FullyShardedDataParallel makes
+    CUDA streams only where CUDA is and reads one in every forward (a KeyError elsewhere), so
+    the gate stays; the worker's own moves are rewritten (they change nothing where it runs)."""
+    out = fix(SPAWNED)
+    assert "@skip_if_single_gpu\ndef test_spawned():" in out
+    assert "torch.get_device_module(device_type).set_device(rank)" in out
+    assert any("fairscale's FullyShardedDataParallel" in f for f in left(SPAWNED)), left(SPAWNED)
+
+
+def test_without_the_cuda_only_library_the_spawned_test_is_widened() -> None:
+    source = SPAWNED.replace("    from fairscale.nn.data_parallel import FullyShardedDataParallel as FSDP\n", "") \
+        .replace("FSDP(torch.nn.Linear(4, 4))", "torch.nn.Linear(4, 4)")
+    out = fix(source)
+    assert "@pytest.mark.requires_devices(2)\ndef test_spawned():" in out
+    assert left(source) == []
