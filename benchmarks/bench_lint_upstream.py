@@ -20,7 +20,9 @@ the manifest's commit, test_cpu_adam too. torchtune's files import torchvision t
 and no torchvision on PyPI imports beside the torch 2.13.0 CPU build: they are linted, not run.)
 
 ``--manifest benchmarks/lint_upstream_sample.txt``: the second set, a whole folder taken as it is
-(fairscale's tests/nn/data_parallel/test_fsdp*.py), for what --fix does on an ordinary suite.
+(fairscale's tests/nn/data_parallel/test_fsdp*.py), for what --fix does on an ordinary suite. A file
+that imports the test modules beside it (``from .test_fsdp import ...``) is measured at its
+repository path, in packages, with those modules (unconverted) where the manifest has them too.
 
 For every file of the manifest (benchmarks/lint_upstream_files.txt: repository, commit, path)
 present under UPSTREAM_DIR/<owner>/<name>/<path>, in temporary copies, per target
@@ -293,13 +295,60 @@ class Settings:
     linter: ModuleType | None
 
 
+@dataclass(frozen=True)
+class Layout:
+    """Where a file goes in its scratch folder: alone, or (when it imports the test modules beside
+    it: ``from .test_fsdp import ...``, ``from tests.nn.data_parallel.test_fsdp import ...``) at its
+    repository path, in packages, with those modules as they are upstream (the ones present)."""
+
+    path: str  # the file, relative to the scratch folder
+    support: tuple[tuple[str, Path], ...] = ()  # (relative path, upstream copy), unconverted
+    packages: tuple[str, ...] = ()  # folders that get an empty __init__.py
+
+    def place(self, source: Path, folder: Path) -> Path:
+        target = folder / self.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        for package in self.packages:
+            (folder / package / "__init__.py").touch()
+        for relative, copy in self.support:
+            (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(copy, folder / relative)
+        shutil.copyfile(source, target)
+        return target
+
+
+def layout(entry: Entry, upstream: Path, text: str) -> Layout:
+    """The file alone, unless it imports modules of its own repository (relatively, or by a
+    package path that starts at its repository's top folder)."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return Layout(Path(entry.path).name)
+    parts = entry.path.split("/")
+    folder, top = parts[:-1], parts[0]
+    wanted: list[list[str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level and node.level <= len(folder):
+            base = folder[:len(folder) - node.level + 1]
+            wanted.append(base + (node.module.split(".") if node.module else []))
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module \
+                and node.module.split(".")[0] == top and len(parts) > 1:
+            wanted.append(node.module.split("."))
+    repo = upstream / entry.repo
+    support = tuple(("/".join(m) + ".py", repo / ("/".join(m) + ".py")) for m in wanted
+                    if (repo / ("/".join(m) + ".py")).is_file() and "/".join(m) + ".py" != entry.path)
+    if not support:  # none of them is here: it does not import either way
+        return Layout(Path(entry.path).name)
+    packages = tuple("/".join(folder[:n]) for n in range(1, len(folder) + 1))
+    return Layout(entry.path, tuple(dict.fromkeys(support)), packages)
+
+
 def measure(entry: Entry, upstream: Path, settings: Settings, envs: list[Any]) -> FileResult:
     source = entry.local(upstream)
     text = source.read_text(encoding="utf-8", errors="replace")
+    placed = layout(entry, upstream, text)
     with tempfile.TemporaryDirectory(prefix="devcaps-upstream-") as scratch:
-        original = Path(scratch) / "original" / source.name
-        original.parent.mkdir()
-        shutil.copyfile(source, original)
+        original = placed.place(source, Path(scratch) / "original")
         found, fixable = lint_json(original)
         result = FileResult(entry, len(text.splitlines()), found, fixable)
         originals: dict[str, Any] = {}
@@ -309,17 +358,15 @@ def measure(entry: Entry, upstream: Path, settings: Settings, envs: list[Any]) -
             result.original_runs = {name: _counts(run) for name, run in originals.items()}
         for target in TARGETS:
             result.targets[target] = _measure_target(source, Path(scratch) / target, target, result, originals,
-                                                     envs, settings)
+                                                     envs, settings, placed)
         if settings.linter is not None and entry.repo == "pytorch/pytorch":
             result.original_test_linter = linter_errors(settings.linter, original)
     return result
 
 
 def _measure_target(source: Path, folder: Path, target: str, result: FileResult, originals: dict[str, Any],
-                    envs: list[Any], settings: Settings) -> TargetResult:
-    folder.mkdir()
-    copy = folder / source.name
-    shutil.copyfile(source, copy)
+                    envs: list[Any], settings: Settings, placed: Layout) -> TargetResult:
+    copy = placed.place(source, folder)
     migration, note = fix_json(copy, target)
     outcome = TargetResult(note)
     if migration is not None:
