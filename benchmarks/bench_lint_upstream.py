@@ -596,9 +596,10 @@ def result_path(label: str) -> Path:
 
 
 def write_markdown(results: list[FileResult], label: str, settings: Settings, path: Path,
-                   notes: tuple[str, ...] = ()) -> Path:
+                   notes: tuple[str, ...] = (), manifest: Path = MANIFEST) -> Path:
+    shown = manifest.relative_to(REPO) if manifest.is_relative_to(REPO) else manifest
     text = ["# `devcaps lint` / `--fix` on real upstream CUDA-only test files", "",
-            "Measured by `benchmarks/bench_lint_upstream.py` (manifest `benchmarks/lint_upstream_files.txt`; "
+            f"Measured by `benchmarks/bench_lint_upstream.py` (manifest `{shown}`; "
             "its docstring says how each number is made).", "", *environment(label, settings), "",
             "## Findings: found, fixed / left per target, new ruff findings", "",
             *_markdown_table(count_rows(results)), "",
@@ -621,7 +622,7 @@ def save_json(results: list[FileResult], path: Path) -> None:
     path.write_text(json.dumps([asdict(r) for r in results], indent=1), encoding="utf-8")
 
 
-def load_json(paths: list[Path]) -> list[FileResult]:
+def load_json(paths: list[Path], manifest: Path = MANIFEST) -> list[FileResult]:
     """Results saved by ``--save-json`` (several runs over parts of the manifest), in manifest order."""
     results = []
     for path in paths:
@@ -629,7 +630,7 @@ def load_json(paths: list[Path]) -> list[FileResult]:
             item["entry"] = Entry(**item["entry"])
             item["targets"] = {t: TargetResult(**x) for t, x in item["targets"].items()}
             results.append(FileResult(**item))
-    order = {(e.repo, e.path): n for n, e in enumerate(read_manifest())}
+    order = {(e.repo, e.path): n for n, e in enumerate(read_manifest(manifest))}
     return sorted(results, key=lambda r: (r.entry.repo != "pytorch/pytorch", order.get((r.entry.repo, r.entry.path), 0)))
 
 
@@ -659,7 +660,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.combine:
         settings = Settings(True, args.timeout, None, os.path.abspath(args.torch214) if args.torch214 else None, None)
         out = args.out or result_path(args.label)
-        print(f"wrote {write_markdown(load_json(args.combine), args.label, settings, out, tuple(args.note))}")
+        print(f"wrote {write_markdown(load_json(args.combine, args.manifest), args.label, settings, out, tuple(args.note), args.manifest)}")
         return 0
     if args.upstream is None:
         parser.error("UPSTREAM_DIR is required (or --fetch-list)")
@@ -680,13 +681,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"measuring {entry.repo}:{entry.path} ...", file=sys.stderr, flush=True)
         results.append(measure(entry, args.upstream, settings, envs))
         partial = f" (partial: {number} of {len(present)} files)" if number < len(present) else ""
-        write_markdown(results, args.label + partial, settings, out, tuple(args.note))  # progress, file by file
+        write_markdown(results, args.label + partial, settings, out, tuple(args.note), args.manifest)  # progress
         if args.save_json:
             save_json(results, args.save_json)
     for rows in (count_rows(results), run_rows(results), linter_rows(results)):
         if len(rows) > 1:
             print_table(rows)
-    print(f"wrote {write_markdown(results, args.label, settings, out, tuple(args.note))}")
+    print(f"wrote {write_markdown(results, args.label, settings, out, tuple(args.note), args.manifest)}")
     return 0
 
 
