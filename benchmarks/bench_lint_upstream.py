@@ -600,7 +600,8 @@ def write_markdown(results: list[FileResult], label: str, settings: Settings, pa
     shown = manifest.relative_to(REPO) if manifest.is_relative_to(REPO) else manifest
     text = ["# `devcaps lint` / `--fix` on real upstream CUDA-only test files", "",
             f"Measured by `benchmarks/bench_lint_upstream.py` (manifest `{shown}`; "
-            "its docstring says how each number is made).", "", *environment(label, settings), "",
+            "its docstring says how each number is made).", "", *environment(label, settings),
+            *(f"- note: {note}" for note in notes), "",
             "## Findings: found, fixed / left per target, new ruff findings", "",
             *_markdown_table(count_rows(results)), "",
             "## Tests under the plugin: original vs converted (worse must be 0)", "",
