@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("libcst", reason="--fix needs the lint extra (pytest-devcaps[lint])")
 from pytest_devcaps.config.expressions import compile_expression  # noqa: E402
 from pytest_devcaps.config.facts import builtin_vocabulary  # noqa: E402
-from pytest_devcaps.lint import rules  # noqa: E402
+from pytest_devcaps.lint import layout, rules  # noqa: E402
 from pytest_devcaps.lint.gating import FixedUses, classify, fact_condition, generic_atom, only_excludes  # noqa: E402
 from tests.lint._fixing import fix, left  # noqa: E402
 
@@ -173,9 +173,28 @@ def test_a_rocm_skip_on_some_versions_or_arches_is_not_read_as_every_rocm_device
     assert "skip_on" not in fix(source)
 
 
-def test_under_target_torch_an_exclusion_stays_as_written() -> None:
+def test_under_target_torch_an_exclusion_stays_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a torch that has no HardwareClassification (2.13) nothing else changes either."""
+    monkeypatch.setattr(layout, "available", lambda: False)
     assert fix(ROCM_SKIP, "torch") == textwrap.dedent(ROCM_SKIP)
     assert fix(SM90_REFINEMENT, "torch") == textwrap.dedent(SM90_REFINEMENT)
+
+
+def test_under_target_torch_with_classification_the_exclusion_stays_while_the_class_is_laid_out(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A torch with HardwareClassification (2.14+) gets the class classified and instantiated
+    (PyTorch's TEST_LINTER asks for both), and the exclusion gate still stays word for word."""
+    monkeypatch.setattr(layout, "available", lambda: True)
+    out = fix(SM90_REFINEMENT, "torch")
+    gates = ('    @unittest.skipIf(not torch.accelerator.is_available(), "GPU not available")\n'
+             "    @unittest.skipIf(\n"
+             "        torch.cuda.is_available() and not is_sm_at_least_90(),\n"
+             '        "Requires CUDA capability >= 9.0",\n'
+             "    )\n")
+    assert gates in out
+    assert "skip_on" not in out
+    assert "hw_classification = HardwareClassification.ACCELERATOR" in out
+    assert 'instantiate_device_type_tests(TestGemm, globals(), except_for="cpu")' in out
 
 
 @pytest.mark.parametrize(("condition", "facts"), [
