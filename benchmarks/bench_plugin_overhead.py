@@ -23,8 +23,14 @@ every module of the plugin package on each run, a cost of that setting, not of t
 alike); each ratio is best plugin time over best plain time, in wall-clock seconds and in CPU
 seconds of the pytest processes (user + sys of every child: steadier on a shared machine).
 
+``--tree NAME=PATH`` (repeatable) runs the plugin from a copy of the package at ``PATH`` (a
+folder holding ``pytest_devcaps/``, put first on ``PYTHONPATH``; the suites run from temporary
+folders, so the copy is imported, not the installed package) and prints one line per tree,
+measured in the same session against the same plain runs: before / after a change, interleaved
+(wall time) or one after the other (instructions). ``--free 0`` leaves the torch-free suite out.
+
     python benchmarks/bench_plugin_overhead.py [--free 300] [--tests 2000 10000] [--workers 0 2]
-                                               [--repeat 3]
+                                               [--repeat 3] [--tree before=/tmp/a --tree after=/tmp/b]
     python benchmarks/bench_plugin_overhead.py --callgrind --free 300 --tests 500
 """
 
@@ -94,18 +100,27 @@ def timed_run(root: Path, args: list[str], env: dict[str, str]) -> tuple[float, 
     return wall, cpu
 
 
+Tree = tuple[str, dict[str, str]]  # a label and the environment the plugin runs under
+
+
 def compare(name: str, plain: tuple[Path, list[str]], plugin: tuple[Path, list[str]],
-            env: dict[str, str], repeat: int) -> None:
-    timed_run(plugin[0], plugin[1], env)  # warm: probe cache, bytecode
+            trees: list[Tree], env: dict[str, str], repeat: int) -> None:
+    """Best of ``repeat`` interleaved runs: the plain suite, then the plugin's under each tree."""
+    for _, tree_env in trees:
+        timed_run(plugin[0], plugin[1], tree_env)  # warm: probe cache, bytecode
     timed_run(plain[0], plain[1], env)
-    plain_runs, plugin_runs = [], []
+    plain_runs: list[tuple[float, float]] = []
+    plugin_runs: dict[str, list[tuple[float, float]]] = {label: [] for label, _ in trees}
     for _ in range(repeat):
         plain_runs.append(timed_run(*plain, env))
-        plugin_runs.append(timed_run(*plugin, env))
-    (p_wall, p_cpu), (d_wall, d_cpu) = _best(plain_runs), _best(plugin_runs)
-    print(f"{name:<34} plain {p_wall:7.2f} s ({p_cpu:6.2f} cpu)  devcaps {d_wall:7.2f} s "
-          f"({d_cpu:6.2f} cpu)  ratio {d_wall / p_wall:6.3f}x wall, {d_cpu / p_cpu:6.3f}x cpu",
-          flush=True)
+        for label, tree_env in trees:
+            plugin_runs[label].append(timed_run(*plugin, tree_env))
+    p_wall, p_cpu = _best(plain_runs)
+    for label, runs in plugin_runs.items():
+        d_wall, d_cpu = _best(runs)
+        print(f"{name:<34} plain {p_wall:7.2f} s ({p_cpu:6.2f} cpu)  {label} {d_wall:7.2f} s "
+              f"({d_cpu:6.2f} cpu)  ratio {d_wall / p_wall:6.3f}x wall, {d_cpu / p_cpu:6.3f}x cpu",
+              flush=True)
 
 
 def instructions(root: Path, args: list[str], env: dict[str, str]) -> int:
@@ -126,10 +141,34 @@ def instructions(root: Path, args: list[str], env: dict[str, str]) -> int:
 
 
 def compare_instructions(name: str, plain: tuple[Path, list[str], dict[str, str]],
-                         plugin: tuple[Path, list[str], dict[str, str]], target: float) -> None:
-    p, d = instructions(*plain), instructions(*plugin)
-    print(f"{name:<44} plain {p:>15,}  devcaps {d:>15,}  ratio {d / p:6.3f}x instructions "
-          f"(target <= {target:.2f}x: {'met' if d / p <= target else 'NOT met'})", flush=True)
+                         plugin: tuple[Path, list[str]], trees: list[Tree], target: float) -> None:
+    p = instructions(*plain)
+    for label, tree_env in trees:
+        d = instructions(plugin[0], plugin[1], tree_env)
+        print(f"{name:<44} plain {p:>15,}  {label} {d:>15,}  ratio {d / p:6.3f}x instructions "
+              f"(target <= {target:.2f}x: {'met' if d / p <= target else 'NOT met'})", flush=True)
+
+
+def trees_of(specs: list[str], env: dict[str, str]) -> list[Tree]:
+    """``NAME=PATH`` -> (NAME, the environment with PATH first on PYTHONPATH); none: the installed
+    package, labelled devcaps."""
+    if not specs:
+        return [("devcaps", env)]
+    trees = []
+    for spec in specs:
+        label, sep, path = spec.partition("=")
+        folder = Path(path).resolve()
+        if not sep or not (folder / "pytest_devcaps" / "__init__.py").is_file():
+            raise SystemExit(f"--tree {spec!r}: expected NAME=PATH, PATH holding pytest_devcaps/")
+        trees.append((label, with_path_entry(env, folder)))
+    return trees
+
+
+def with_path_entry(env: dict[str, str], folder: Path) -> dict[str, str]:
+    """``env`` with ``folder`` first on PYTHONPATH. The plain runs get an empty folder there when
+    trees are given: an entry costs every import a lookup (~0.1% of a torch suite), which the
+    plain runs must pay too for the ratio to be the plugin's."""
+    return {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(folder), env.get("PYTHONPATH", "")]))}
 
 
 def other_plugins() -> list[str]:
@@ -152,6 +191,8 @@ def main() -> None:
                         help="xdist workers (0: serial)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--callgrind", action="store_true", help="count instructions (valgrind), serial runs")
+    parser.add_argument("--tree", action="append", default=[], metavar="NAME=PATH",
+                        help="run the plugin from the package copy in PATH (repeatable: one line each)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="devcaps-bench-") as tmp:
         env = dict(os.environ, PYTEST_DEVCAPS_CACHE_DIR=str(Path(tmp, "cache")))
@@ -159,16 +200,21 @@ def main() -> None:
             env.pop(name, None)
         env.pop("PYTHONDONTWRITEBYTECODE", None)  # steady state: bytecode (and pytest's
         # assertion-rewritten bytecode of the test modules and the plugin package) is cached
+        trees = trees_of(args.tree, env)
+        if args.tree:  # the plain runs pay for a PYTHONPATH entry as the trees' runs do
+            Path(tmp, "no-tree").mkdir()
+            env = with_path_entry(env, Path(tmp, "no-tree"))
         base = ["-p", "no:randomly", "-p", "no:timeout"]
         serial, plain = [*base, "-p", "no:xdist"], ["-p", "no:devcaps"]
         free = Path(tmp, "free")
-        generate(free, args.free, FREE_HEADER, FREE_TEST)
-        if args.callgrind:
+        if args.free and args.callgrind:
+            generate(free, args.free, FREE_HEADER, FREE_TEST)
             compare_instructions(f"torch-free {args.free}, autoload off vs ours",
                                  (free, [], {**env, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}),
-                                 (free, other_plugins(), env), 1.03)
-        else:
-            compare(f"torch-free {args.free}, serial", (free, [*serial, *plain]), (free, serial), env,
+                                 (free, other_plugins()), trees, 1.03)
+        elif args.free:
+            generate(free, args.free, FREE_HEADER, FREE_TEST)
+            compare(f"torch-free {args.free}, serial", (free, [*serial, *plain]), (free, serial), trees, env,
                     args.repeat)
         for count in args.tests:
             plain_root, plugin_root = Path(tmp, f"plain{count}"), Path(tmp, f"plugin{count}")
@@ -180,16 +226,16 @@ def main() -> None:
             (hand_root / "conftest.py").write_text(PLAIN_CONFTEST.split("@pytest.fixture")[0])
             if args.callgrind:
                 compare_instructions(f"device+marker {count} vs stand-in fixture",
-                                     (plain_root, [*serial, *plain], env), (plugin_root, serial, env), 1.06)
+                                     (plain_root, [*serial, *plain], env), (plugin_root, serial), trees, 1.06)
                 compare_instructions(f"device+marker {count} vs hand-parametrized",
-                                     (hand_root, [*serial, *plain], env), (plugin_root, serial, env), 1.01)
+                                     (hand_root, [*serial, *plain], env), (plugin_root, serial), trees, 1.01)
                 continue
             for workers in args.workers:
                 mode = [*base, "-n", str(workers)] if workers else serial
                 label = f"device+marker {count}, " + (f"-n {workers}" if workers else "serial")
-                compare(label, (plain_root, [*mode, *plain]), (plugin_root, mode), env, args.repeat)
+                compare(label, (plain_root, [*mode, *plain]), (plugin_root, mode), trees, env, args.repeat)
             compare(f"hand-parametrized {count}, serial", (hand_root, [*serial, *plain]), (plugin_root, serial),
-                    env, args.repeat)
+                    trees, env, args.repeat)
 
 
 if __name__ == "__main__":

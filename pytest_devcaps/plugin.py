@@ -18,7 +18,7 @@ from typing import Any, Generator
 import pytest
 
 from pytest_devcaps._util.environ import ENV_EMU_DEVICES
-from pytest_devcaps.session import collection, startup
+from pytest_devcaps.session import collection, fixtures, startup
 
 
 def _launched() -> bool:
@@ -121,7 +121,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest) -> Any:
-    from pytest_devcaps.session import runtest  # on the first fixture a test sets up
+    if not fixtures.set_up_by_us(fixturedef):
+        return None  # pytest's: every fixture of every session comes here, importing nothing
+    from pytest_devcaps.session import runtest  # on the first device fixture a test sets up
 
     return runtest.fixture_setup(fixturedef, request)
 

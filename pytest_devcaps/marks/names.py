@@ -8,7 +8,7 @@ checks that a session of plain tests imports none of them).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Hashable, Mapping, Sequence
 
 if TYPE_CHECKING:
     import pytest
@@ -83,7 +83,26 @@ DTYPE_NAMES = ("dtype", "devcaps_dtype")
 def callspec_param(callspec: Any, names: tuple[str, ...]) -> Any:
     """The first of ``names`` a test's callspec has (its device or dtype parameter), else None."""
     params = getattr(callspec, "params", {})
-    return next((params[name] for name in names if name in params), None)
+    for name in names:  # a loop, not next(genexpr): asked for every test at collection and setup
+        if name in params:
+            return params[name]
+    return None
+
+
+def marks_key(marks: Sequence[pytest.Mark]) -> Hashable | None:
+    """A hashable identity of ``marks`` by value (name, each argument with its type, keywords
+    sorted), or None when an argument is unhashable (a list). Equal keys mean marks that read
+    the same, so what they evaluate to on one device is computed once: each test's marks are
+    objects of their own even where a whole suite writes the same ones. The types keep
+    ``requires_devices(True)`` apart from ``requires_devices(1)``."""
+    key = tuple([(m.name, m.args, tuple(map(type, m.args)),
+                  tuple(sorted((k, type(v), v) for k, v in m.kwargs.items())) if m.kwargs else ())
+                 for m in marks])
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 class InheritedMarks:

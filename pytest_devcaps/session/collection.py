@@ -5,12 +5,13 @@ devcaps. A wrong mark errors its own tests at setup, never the whole module."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Sequence
+import functools
+from typing import TYPE_CHECKING, Any, Hashable, Iterable, Sequence
 
 import pytest
 
 from pytest_devcaps.marks.names import (DEVICE_NAMES, DTYPE_NAMES, MARKER_NAMES, InheritedMarks, callspec_param,
-                                        pytorch_gates_in_use)
+                                        marks_key, pytorch_gates_in_use)
 from pytest_devcaps.session.fixtures import item_device
 from pytest_devcaps.session.keys import (
     CLASS_PROBLEM_KEY,
@@ -26,6 +27,7 @@ from pytest_devcaps.session.keys import (
 )
 
 if TYPE_CHECKING:
+    from pytest_devcaps.marks.evaluation import Evaluation
     from pytest_devcaps.registry import CapabilityRegistry
 
 RUN_HOOKS = "devcaps-run"
@@ -36,6 +38,21 @@ def devcaps_marks(node: pytest.Item) -> list[pytest.Mark]:
     return [m for m in node.iter_markers() if m.name in MARKER_NAMES]
 
 
+def definition_marks(node: pytest.Item) -> tuple[list[pytest.Mark], list[pytest.Mark]]:
+    """A test definition's devcaps marks (closest first, as ``devcaps_marks``) and its
+    ``parametrize`` marks, in one walk of its node chain (``iter_markers`` walks the chain again
+    on each call: once per device test is what collection pays)."""
+    marks: list[pytest.Mark] = []
+    parametrize_marks: list[pytest.Mark] = []
+    for mark in node.iter_markers():
+        name = mark.name
+        if name in MARKER_NAMES:
+            marks.append(mark)
+        elif name == "parametrize":
+            parametrize_marks.append(mark)
+    return marks, parametrize_marks
+
+
 def generate_tests(metafunc: pytest.Metafunc) -> None:
     """Parametrize ``device`` / ``dtype`` (checking the definition's marks first); a wrong mark is
     kept for its items' setup (as pytest's skipif with a bad condition). A test that asks for
@@ -44,28 +61,39 @@ def generate_tests(metafunc: pytest.Metafunc) -> None:
     fixturenames = metafunc.fixturenames
     if not _requests_any(fixturenames, _PARAMETRIZED_FIXTURES):
         return
-    marks = devcaps_marks(metafunc.definition)
+    marks, parametrize_marks = definition_marks(metafunc.definition)
     if not marks and not _requests_any(fixturenames, DEVICE_NAMES):
         return  # a dtype fixture without a dtypes mark: nothing to build
-    from pytest_devcaps.errors import DevcapsError
-    from pytest_devcaps.session.parametrize import parametrize
-    from pytest_devcaps.session.state import RegistryUnavailable
-
+    devcaps_error, registry_unavailable, parametrize, _ = machinery()
     state = session_state(metafunc.config)
     try:
         registry = state.registry
-    except RegistryUnavailable:
+    except registry_unavailable:
         return  # collect_items reports it, once
 
     key = definition_key(metafunc.definition)
     try:
         validate_marks(metafunc.definition, registry, fixturenames, marks)
-        parametrize(metafunc, state)
-    except DevcapsError as exc:
+        parametrize.parametrize(metafunc, state, marks, parametrize.user_names(parametrize_marks))
+    except devcaps_error as exc:
         problems = metafunc.config.stash.setdefault(DEFINITION_PROBLEM_KEY, {})
         problems[key] = f"{_definition_id(key)}: {exc}"
         return
     metafunc.config.stash.setdefault(VALIDATED_KEY, {})[key] = tuple(marks)
+
+
+@functools.cache
+def machinery() -> tuple[Any, ...]:
+    """(DevcapsError, RegistryUnavailable, session.parametrize, evaluate): what checking,
+    parametrizing and evaluating a devcaps test needs, imported by the first such test (a
+    session of plain tests imports none of it) and kept: an import statement costs its caller
+    about what a small function call does, and these would be paid for every test."""
+    from pytest_devcaps.errors import DevcapsError
+    from pytest_devcaps.marks.evaluation import evaluate
+    from pytest_devcaps.session import parametrize
+    from pytest_devcaps.session.state import RegistryUnavailable
+
+    return DevcapsError, RegistryUnavailable, parametrize, evaluate
 
 
 def _requests_any(fixturenames: Sequence[str], names: Iterable[str]) -> bool:
@@ -85,52 +113,81 @@ def collect_items(config: pytest.Config, items: list[pytest.Item]) -> None:
 
         fill_privateuse1_capabilities()
     view = InheritedMarks()
+    evaluate_item = ItemEvaluations(config)
     used = False
     for item in items:
-        used |= _evaluate_item(config, item, view(item))
+        used |= evaluate_item(item, view(item))
     _register_run_hooks(config, used or any(CLASS_PROBLEM_KEY in item.stash for item in items))
 
 
-def _evaluate_item(config: pytest.Config, item: pytest.Item, marks: list[pytest.Mark]) -> bool:
-    """Evaluate one test's devcaps ``marks`` (or stash why they are wrong): whether it uses devcaps."""
-    callspec = getattr(item, "callspec", None)
-    params = callspec.params if callspec is not None else None
-    if not marks and not params:
-        return False  # this test does not use devcaps (and builds nothing)
-    uses_device = callspec_param(callspec, DEVICE_NAMES) is not None
-    dtype_param = callspec_param(callspec, DTYPE_NAMES)
-    if not marks and not uses_device and dtype_param is None:
-        return False
-    key = definition_key(item)
-    definition_problem = config.stash.get(DEFINITION_PROBLEM_KEY, {}).get(key)
-    if definition_problem is not None:
-        item.stash[MARK_PROBLEM_KEY] = definition_problem
-        return True
-    from pytest_devcaps.errors import DevcapsError
-    from pytest_devcaps.session.state import RegistryUnavailable
+class ItemEvaluations:
+    """One ``collect_items`` pass: each collected test's devcaps marks checked and evaluated
+    against its device. ``evaluate``'s answers are kept by value (the marks' ``marks_key``, the
+    device, the dtype parameter): a suite's tests share a few groups of marks, each test with
+    mark objects of its own, and the registry does not change during the pass, so a group is
+    evaluated once per device and dtype (an ``Evaluation`` is frozen: tests may share one, and a
+    check at setup replaces a test's own, never changes it)."""
 
-    state = session_state(config)
-    try:
-        if config.stash.get(VALIDATED_KEY, {}).get(key) != tuple(marks):  # unchecked, or marks added since
-            validate_marks(item, state.registry, getattr(item, "fixturenames", None), marks)
-    except RegistryUnavailable as exc:  # first needed here, by a test without our fixtures
-        raise pytest.UsageError(str(exc)) from None
-    except DevcapsError as exc:
-        item.stash[MARK_PROBLEM_KEY] = f"{_definition_id(key)}: {exc}"  # worded as generate_tests does
-        return True
-    marks = [m for m in marks if m.name != "dtypes"]
-    if not marks and not uses_device and dtype_param is None:
-        return False
-    from pytest_devcaps.marks.evaluation import evaluate
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self._answers: dict[Hashable, Evaluation] = {}
 
-    evaluation = evaluate(marks, state.registry, item_device(item), dtype_param)
-    item.stash[EVALUATION_KEY] = evaluation
-    if any(m.name == "requires_memory" and m.kwargs.get("free") for m in marks):
-        item.stash[FREE_MEMORY_KEY] = True  # measured at setup, right before the test
-    item.user_properties.append(("devcaps_device", evaluation.device))
-    if evaluation.required:
-        item.user_properties.append(("devcaps_requires", ",".join(evaluation.required)))
-    return True
+    def __call__(self, item: pytest.Item, marks: list[pytest.Mark]) -> bool:
+        """Evaluate one test's devcaps ``marks`` (or stash why they are wrong): whether it uses devcaps."""
+        callspec = getattr(item, "callspec", None)
+        params = callspec.params if callspec is not None else None
+        if not marks and not params:
+            return False  # this test does not use devcaps (and builds nothing)
+        uses_device = callspec_param(callspec, DEVICE_NAMES) is not None
+        dtype_param = callspec_param(callspec, DTYPE_NAMES)
+        if not marks and not uses_device and dtype_param is None:
+            return False
+        config = self.config
+        key = definition_key(item)
+        definition_problem = config.stash.get(DEFINITION_PROBLEM_KEY, {}).get(key)
+        if definition_problem is not None:
+            item.stash[MARK_PROBLEM_KEY] = definition_problem
+            return True
+        devcaps_error, registry_unavailable, _, _ = machinery()
+        state = session_state(config)
+        try:
+            if config.stash.get(VALIDATED_KEY, {}).get(key) != tuple(marks):  # unchecked, or marks added since
+                validate_marks(item, state.registry, getattr(item, "fixturenames", None), marks)
+        except registry_unavailable as exc:  # first needed here, by a test without our fixtures
+            raise pytest.UsageError(str(exc)) from None
+        except devcaps_error as exc:
+            item.stash[MARK_PROBLEM_KEY] = f"{_definition_id(key)}: {exc}"  # worded as generate_tests does
+            return True
+        marks = [m for m in marks if m.name != "dtypes"]
+        if not marks and not uses_device and dtype_param is None:
+            return False
+        evaluation = self.evaluation(marks, state.registry, item_device(item), dtype_param)
+        item.stash[EVALUATION_KEY] = evaluation
+        for mark in marks:
+            if mark.name == "requires_memory" and mark.kwargs.get("free"):
+                item.stash[FREE_MEMORY_KEY] = True  # measured at setup, right before the test
+                break
+        item.user_properties.append(("devcaps_device", evaluation.device))
+        if evaluation.required:
+            item.user_properties.append(("devcaps_requires", ",".join(evaluation.required)))
+        return True
+
+    def evaluation(self, marks: list[pytest.Mark], registry: CapabilityRegistry, device: str,
+                   dtype: Any) -> Evaluation:
+        """``evaluate(marks, registry, device, dtype)``, once per value of its arguments."""
+        group = marks_key(marks)
+        key = None if group is None else (group, device, type(dtype), dtype)
+        if key is not None:
+            try:
+                return self._answers[key]
+            except KeyError:
+                pass
+            except TypeError:  # a dtype parameter of the test's own that cannot be hashed
+                key = None
+        evaluation: Evaluation = machinery()[3](marks, registry, device, dtype)
+        if key is not None:
+            self._answers[key] = evaluation
+        return evaluation
 
 
 def validate_marks(node: pytest.Item, registry: CapabilityRegistry, fixturenames: Sequence[str] | None,
@@ -138,31 +195,29 @@ def validate_marks(node: pytest.Item, registry: CapabilityRegistry, fixturenames
     """Check the devcaps marks ``node`` sees (``marks``, when the caller has them already); the
     test's own marks must also have the fixture they parametrize (a module's
     ``pytestmark = dtypes(...)`` serves only its dtype tests)."""
-    from pytest_devcaps.marks.evaluation import validate_marks as check
-
     own = [m for m in node.own_markers if m.name in MARKER_NAMES]
     seen = devcaps_marks(node) if marks is None else marks
     inherited = [m for m in seen if m not in own]
-    fixtures = frozenset(fixturenames) & _PARAMETRIZED_FIXTURES if fixturenames is not None else None
+    fixtures = _PARAMETRIZED_FIXTURES.intersection(fixturenames) if fixturenames is not None else None
     passed = node.config.stash.setdefault(VALID_MARKS_KEY, set())
     for group, names in ((inherited, None), (own, fixtures)):
+        if not group:
+            continue  # no marks: nothing to check
         key = _validation_key(group, names)
         if key is not None and key in passed:
             continue  # the same marks passed before (one module's tests share their marks)
+        from pytest_devcaps.marks.evaluation import validate_marks as check  # only where not cached
+
         check(group, registry, fixturenames if names is not None else None)
         if key is not None:
             passed.add(key)
 
 
 def _validation_key(marks: list[pytest.Mark], fixtures: frozenset[str] | None) -> object | None:
-    """A hashable identity of ``marks`` (name, args, keywords) and the fixtures they may
+    """A hashable identity of ``marks`` (``marks_key``: by value) and the fixtures they may
     parametrize; None when an argument is unhashable (then the marks are checked every time)."""
-    key = (tuple((m.name, m.args, tuple(sorted(m.kwargs.items()))) for m in marks), fixtures)
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
+    group = marks_key(marks)
+    return None if group is None else (group, fixtures)
 
 
 def _definition_id(key: DefinitionKey) -> str:

@@ -26,12 +26,9 @@ def item_device(item: pytest.Item) -> str:
     state = session_state(item.config)
     param = callspec_param(getattr(item, "callspec", None), DEVICE_NAMES)
     if param is not None:
-        from pytest_devcaps.errors import UnknownDeviceError
-
-        try:
-            return state.registry.identity(str(param)).key
-        except UnknownDeviceError:  # an empty parameter set, or a parameter not a device here
-            pass
+        key = state.device_key(str(param))
+        if key is not None:
+            return key
     cls = getattr(item, "cls", None)
     if cls is not None:  # PyTorch's generated classes name their device type
         from pytest_devcaps.pytorch_compat import class_device_key
@@ -84,6 +81,11 @@ def device_value(request: pytest.FixtureRequest) -> torch.device:
 
         _DEVICES[key] = torch.device(key)  # immutable: one object per key
     return _DEVICES[key]
+
+
+def set_up_by_us(fixturedef: pytest.FixtureDef[Any]) -> bool:
+    """Whether the plugin sets ``fixturedef`` up (our ``device`` / ``devcaps_device``), not pytest."""
+    return fixturedef.argname in DEVICE_NAMES and is_device_fixture(fixturedef.func)
 
 
 def is_device_fixture(function: object) -> bool:

@@ -14,6 +14,8 @@ import pytest
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from _pytest.mark.structures import ParameterSet
+
     from pytest_devcaps.config.expectfile import Expectation
     from pytest_devcaps.distributed.rankstore import RankStore
     from pytest_devcaps.marks.evaluation import Evaluation
@@ -39,6 +41,9 @@ its items, which carry the same marks, need not be checked again (a cost per tes
 DEFINITION_PROBLEM_KEY: pytest.StashKey[dict[DefinitionKey, str]] = pytest.StashKey()
 """Why a test function's devcaps marks are wrong, found by ``pytest_generate_tests``: every
 item of that function errors at setup with it (never the whole module at collection)."""
+DEVICE_PARAMETERS_KEY: pytest.StashKey[tuple[list[str], list[ParameterSet]]] = pytest.StashKey()
+"""The parameter sets the device fixture is parametrized with, made once from the selected
+devices (the list they were made from, then the sets: ``parametrize.device_parameters``)."""
 HEADER_SHOWN_KEY: pytest.StashKey[bool] = pytest.StashKey()
 """The devcaps header lines were printed (before or after collection, once)."""
 STORE_KEY: pytest.StashKey[RankStore] = pytest.StashKey()

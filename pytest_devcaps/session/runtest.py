@@ -8,8 +8,7 @@ from typing import Any, Generator
 
 import pytest
 
-from pytest_devcaps.marks.names import DEVICE_NAMES
-from pytest_devcaps.session.fixtures import device_value, is_device_fixture
+from pytest_devcaps.session.fixtures import device_value, set_up_by_us
 from pytest_devcaps.session.keys import (
     CLASS_PROBLEM_KEY,
     EVALUATION_KEY,
@@ -26,7 +25,7 @@ def fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureReq
     """Set up our ``device`` fixture from its parameter without the fixture function (see
     ``fixtures.device_value``); caches the value or the error as pytest's own setup does
     (``_pytest/fixtures.py`` ``pytest_fixture_setup``). None: not ours, pytest sets it up."""
-    if fixturedef.argname not in DEVICE_NAMES or not is_device_fixture(fixturedef.func):
+    if not set_up_by_us(fixturedef):
         return None
     key = fixturedef.cache_key(request)  # type: ignore[arg-type]
     try:

@@ -58,6 +58,7 @@ class SessionState:
         self._build: Callable[[], Selection] | None = build
         self._selection: Selection | None = None
         self._failure: str | None = None
+        self._device_keys: dict[str, str | None] = {}
 
     @property
     def built(self) -> bool:
@@ -98,3 +99,20 @@ class SessionState:
     @property
     def primary_device(self) -> str:
         return self.selection.primary_device
+
+    def device_key(self, name: str) -> str | None:
+        """The key of the device ``name`` names in the registry (``cuda`` -> ``cuda:0``), None
+        where it names none; looked up once per name (``fixtures.item_device`` asks for every
+        test, at collection and again from fixtures)."""
+        try:
+            return self._device_keys[name]
+        except KeyError:
+            pass
+        from pytest_devcaps.errors import UnknownDeviceError
+
+        try:
+            key: str | None = self.registry.identity(name).key
+        except UnknownDeviceError:  # an empty parameter set, or a parameter not a device here
+            key = None
+        self._device_keys[name] = key
+        return key

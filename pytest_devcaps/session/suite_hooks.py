@@ -17,12 +17,12 @@ from __future__ import annotations
 import dataclasses
 import sys
 from collections import Counter
-from typing import TYPE_CHECKING, Any, Generator
+from typing import TYPE_CHECKING, Any, Generator, Hashable
 
 import pytest
 
 from pytest_devcaps.session.fixtures import item_device
-from pytest_devcaps.marks.names import GENERIC_CLASS, HARDWARE_ATTRIBUTE, InheritedMarks, pytorch_gates_in_use
+from pytest_devcaps.marks.names import GENERIC_CLASS, HARDWARE_ATTRIBUTE, InheritedMarks, marks_key, pytorch_gates_in_use
 from pytest_devcaps.marks.names import RANKS_MARKER
 from pytest_devcaps.session.keys import (CLASS_PROBLEM_KEY, CLASS_SKIP_KEY, EVALUATION_KEY, GATES_SEEN_KEY,
                                          HARDWARE_KEY, RANKS_KEY, WORLD_KEY, session_state, started_state)
@@ -45,6 +45,8 @@ class SuiteHooks:
         self.checked_at_setup = False  # a test was given a check at setup (the SetupChecks plugin)
         self._last_parent: object = None
         self._last_class: type | None = None
+        self._classes: dict[Hashable, Classification] = {}
+        self._error_type: type[Exception] | None = None
 
     def _registry(self) -> Any:
         return session_state(self.config).registry
@@ -71,6 +73,7 @@ class SuiteHooks:
         self.gates_active = pytorch_gates_in_use()  # without importing pytorch_gates
         view = InheritedMarks()
         self.checked_at_setup = False
+        self._classes = {}  # classify()'s answers of this pass
         for item in items:
             found = self._prepare(item, view(item))
             if found is not None and selection and found not in selection:
@@ -91,17 +94,17 @@ class SuiteHooks:
         None (and an error at setup)."""
         cls = self._class_of(item)
         gates = self._gates(item, cls)
-        if marks and any(m.name == RANKS_MARKER for m in marks):
-            item.stash[RANKS_KEY] = True  # its world is checked at setup
-            self.checked_at_setup = True
+        for mark in marks:
+            if mark.name == RANKS_MARKER:
+                item.stash[RANKS_KEY] = True  # its world is checked at setup
+                self.checked_at_setup = True
+                break
         if not gates and not marks and not hasattr(cls, HARDWARE_ATTRIBUTE):
             value, inferred = GENERIC_CLASS, True  # what classify() says, without importing it
         else:
-            from pytest_devcaps.errors import DevcapsError
-
             try:
                 found = self._classify(item, marks, cls, gates)
-            except DevcapsError as exc:
+            except self._devcaps_error() as exc:
                 item.stash[CLASS_PROBLEM_KEY] = f"{item.nodeid}: {exc}"
                 return None
             value, inferred = found.value, found.inferred
@@ -109,6 +112,15 @@ class SuiteHooks:
         self.inferred += inferred
         item.stash[HARDWARE_KEY] = value
         return value
+
+    def _devcaps_error(self) -> type[Exception]:
+        """``DevcapsError``, imported by the first test that has marks (not per test: an import
+        statement costs about what a small function call does)."""
+        if self._error_type is None:
+            from pytest_devcaps.errors import DevcapsError
+
+            self._error_type = DevcapsError
+        return self._error_type
 
     def _class_of(self, item: pytest.Item) -> type | None:
         """The test's class. A ``Function``'s (pytest's property, not overridden) is its parent's,
@@ -137,15 +149,33 @@ class SuiteHooks:
 
     def _classify(self, item: pytest.Item, marks: list[pytest.Mark], cls: type | None,
                   gates: tuple[Any, ...] = ()) -> Classification:
-        from pytest_devcaps.marks.classification import classify
-
-        found = classify(marks, cls, self._registry, gates)
+        found = self._class_from(marks, cls, gates)
         # the hardware mark decides where a test runs; PyTorch's own hw_classification
         # attribute keeps PyTorch's meaning (a label: such classes also run on the CPU)
         if not found.inferred and found.value != GENERIC_CLASS and any(m.name == "hardware" for m in marks) \
                 and session_state(self.config).settings.hardware_reading.value == "devcaps":
             self._enforce(item, found.value)
         self._expect(item, marks)
+        return found
+
+    def _class_from(self, marks: list[pytest.Mark], cls: type | None, gates: tuple[Any, ...]) -> Classification:
+        """``classify``'s answer, once per group of equal marks, class and gates in a pass: it
+        reads nothing of the test but these (a suite's tests share a few groups, each test with
+        mark objects of its own), and a ``Classification`` is frozen."""
+        group = marks_key(marks)
+        key = None if group is None else (group, cls, gates)
+        if key is not None:
+            try:
+                return self._classes[key]
+            except KeyError:
+                pass
+            except TypeError:  # a class that cannot be hashed
+                key = None
+        from pytest_devcaps.marks.classification import classify
+
+        found = classify(marks, cls, self._registry, gates)
+        if key is not None:
+            self._classes[key] = found
         return found
 
     def _enforce(self, item: pytest.Item, value: str) -> None:
