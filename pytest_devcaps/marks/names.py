@@ -93,16 +93,23 @@ def marks_key(marks: Sequence[pytest.Mark]) -> Hashable | None:
     """A hashable identity of ``marks`` by value (name, each argument with its type, keywords
     sorted), or None when an argument is unhashable (a list). Equal keys mean marks that read
     the same, so what they evaluate to on one device is computed once: each test's marks are
-    objects of their own even where a whole suite writes the same ones. The types keep
-    ``requires_devices(True)`` apart from ``requires_devices(1)``."""
-    key = tuple([(m.name, m.args, tuple(map(type, m.args)),
-                  tuple(sorted((k, type(v), v) for k, v in m.kwargs.items())) if m.kwargs else ())
+    objects of their own even where a whole suite writes the same ones. The types (a tuple's
+    items' too) keep ``requires_devices(True)`` apart from ``requires_devices(1)``."""
+    key = tuple([(m.name, tuple([_typed(a) for a in m.args]),
+                  tuple(sorted((k, _typed(v)) for k, v in m.kwargs.items())) if m.kwargs else ())
                  for m in marks])
     try:
         hash(key)
     except TypeError:
         return None
     return key
+
+
+def _typed(value: Any) -> Any:
+    """``value`` with its type, and a tuple's items each with theirs (``(1,) == (True,)``)."""
+    if type(value) is tuple:
+        return (tuple, tuple([_typed(v) for v in value]))
+    return (type(value), value)
 
 
 class InheritedMarks:

@@ -39,6 +39,8 @@ def test_arguments_of_another_type_are_not_the_same_marks() -> None:
     assert len(keys) == 3
     keys = {marks_key(_marks(("requires_capability", ("x",), {"native": value}))) for value in (1, True)}
     assert len(keys) == 2
+    keys = {marks_key(_marks(("skip_on", (("x", value),), {"reason": (value,)}))) for value in (1, 1.0, True)}
+    assert len(keys) == 3  # inside a tuple too
 
 
 def test_order_of_marks_counts_and_no_marks_is_a_key() -> None:
