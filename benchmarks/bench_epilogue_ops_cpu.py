@@ -61,6 +61,8 @@ _EAGER_OPS: dict[str, Callable[[Tensor, dict[str, Tensor]], Tensor]] = {
     "sigmoid": lambda x, t: torch.sigmoid(x), "tanh": lambda x, t: torch.tanh(x),
     "clamp": lambda x, t: torch.clamp(x, -1.0, 1.0), "scale": lambda x, t: x * 0.5,
     "mul_col": lambda x, t: x * t["col"], "add_row": lambda x, t: x + t["row"], "add_full": lambda x, t: x + t["full"],
+    "mul_col_in": lambda x, t: x * t["col_in"], "add_row_in": lambda x, t: x + t["row_in"],
+    "add_full_in": lambda x, t: x + t["full_in"],
 }
 # each takes the epilogue module to build from (ours, or a --baseline-kernels copy's)
 _FUSED_OPS: dict[str, Callable[..., ep.EpiOp]] = {
@@ -70,12 +72,18 @@ _FUSED_OPS: dict[str, Callable[..., ep.EpiOp]] = {
     "clamp": lambda t, m=ep: m.clamp(-1.0, 1.0), "scale": lambda t, m=ep: m.scale(0.5),
     "mul_col": lambda t, m=ep: m.mul(t["col"]), "add_row": lambda t, m=ep: m.add(t["row"]),
     "add_full": lambda t, m=ep: m.add(t["full"]),
+    "mul_col_in": lambda t, m=ep: m.mul(t["col_in"]), "add_row_in": lambda t, m=ep: m.add(t["row_in"]),
+    "add_full_in": lambda t, m=ep: m.add(t["full_in"]),
 }
+#: ops whose operand has the input dtype (a bf16 model's own tensors); with fp32 inputs they are
+#: the plain rows again, so they run for bf16 inputs only
+_INPUT_DTYPE_OPERANDS = ("mul_col_in", "add_row_in", "add_full_in")
 G64 = 64
 VARIANTS = (
     [Variant("reductions only: sum+mean+sumsq", False, (), (Reduce("sum"), Reduce("mean"), Reduce("sumsq")))]
     + [Variant(f"bias+{op}", True, (op,), ()) for op in ("relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "clamp")]
     + [Variant(op, False, (op,), ()) for op in ("scale", "mul_col", "add_row", "add_full")]
+    + [Variant(f"{op.removesuffix('_in')}, operand in the input dtype", False, (op,), ()) for op in _INPUT_DTYPE_OPERANDS]
     + [Variant(f"{kind} alone", False, (), (Reduce(kind),)) for kind in ("sum", "mean", "sumsq", "meansq", "amax")]
     + [Variant("sum g64 alone", False, (), (Reduce("sum", group=G64),)),
        Variant("combined: bias+gelu_tanh+mul_col, sum+sumsq+sum.g64+amax", True, ("gelu_tanh", "mul_col"),
@@ -102,7 +110,8 @@ def eager_graph(v: Variant) -> Callable[..., tuple[Tensor, ...]]:
     return graph
 
 
-def run_shape(m: int, n: int, k: int, dtype: torch.dtype, rounds: int, baseline: ModuleType | None = None) -> list[str]:
+def run_shape(m: int, n: int, k: int, dtype: torch.dtype, rounds: int, baseline: ModuleType | None = None,
+              only: tuple[str, ...] = ()) -> list[str]:
     import torch._dynamo
 
     gen = torch.Generator().manual_seed(m + n + k)
@@ -110,8 +119,12 @@ def run_shape(m: int, n: int, k: int, dtype: torch.dtype, rounds: int, baseline:
     bias = torch.randn(n, generator=gen).to(dtype)
     t = {"col": torch.rand(m, 1, generator=gen), "row": torch.randn(n, generator=gen),
          "full": torch.randn(m, n, generator=gen)}
+    t.update({f"{name}_in": t[name].to(dtype) for name in ("col", "row", "full")})
     lines = []
     for v in VARIANTS:
+        if (dtype == torch.float32 and set(v.ops) & set(_INPUT_DTYPE_OPERANDS)
+                or only and not any(part in v.name for part in only)):
+            continue
         graph = eager_graph(v)
         compiled = torch.compile(graph, dynamic=False)
         ops = [_FUSED_OPS[op](t) for op in v.ops]
@@ -145,7 +158,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--baseline-kernels", metavar="DIR", default=None,
                         help="another commit's kernels/ folder, timed in the same rounds (f/base)")
+    parser.add_argument("--variants", default="", help="only the variants whose name contains one of these "
+                        "comma-separated parts (\"scale,add_\"); all by default")
     args = parser.parse_args(argv)
+    only = tuple(filter(None, args.variants.split(",")))
     baseline = load_kernels_copy(args.baseline_kernels) if args.baseline_kernels else None
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -157,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     for dtype, shapes in ((torch.float32, args.shapes), (torch.bfloat16, args.bf16_shapes)):
         for shape in filter(None, shapes.split(",")):
             m, n, k = (int(x) for x in shape.split("x"))
-            run_shape(m, n, k, dtype, args.rounds, baseline)
+            run_shape(m, n, k, dtype, args.rounds, baseline, only)
             print(f"# load average after {shape} {str(dtype).removeprefix('torch.')}: {load_average():.1f}", flush=True)
     return 0
 

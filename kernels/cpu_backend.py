@@ -1,7 +1,9 @@
 """The ``cpu`` backend: row-blocked GEMM whose blocks are finished and reduced while in cache.
 
 Each block of rows goes through one oneDNN call (``torch.ops.mkldnn._linear_pointwise``) that
-already applies the bias and the first activation when no scale precedes them; the rest of
+already applies the bias and the first activation when no scale precedes them (or, through its
+``binary`` overload, a first add / mul / scale whose value the GEMM's dtype holds exactly:
+oneDNN computes post-ops in f32 on the accumulator and rounds once); the rest of
 the epilogue, the cast into ``y`` (in place) and every reduction then run on that block while
 it is hot. Blocks run one after another on the calling thread, each op with torch's own
 intra-op threads (its OpenMP team): a block is split the same way across the team by every op
@@ -20,8 +22,9 @@ thread.
 
 Precision: the GEMM runs in bf16 only on a CPU where that is the fast GEMM (native bf16 and
 oneDNN's bf16 linear, :func:`bf16_gemm_problem`), and only when its rounded output *is* the
-final ``y`` (bf16 out, no scales, no fp32-source reduction, nothing left to apply but ops that
-commute with the rounding, such as relu, which then run on ``y``) or when ``fast_accum=True``
+final ``y`` (bf16 out, no scales, no fp32-source reduction, the first op inside oneDNN's GEMM
+or none, and nothing left to apply but ops that commute with the rounding, such as relu, which
+then run on ``y``) or when ``fast_accum=True``
 allows one more rounding; otherwise it runs in fp32 on upcast inputs, so the accumulator is
 exactly the reference's ``a.float() @ b.float()`` up to summation order. That fp32 GEMM is
 pinned to IEEE fp32 (:mod:`devcaps_kernels.precision`), whatever
@@ -88,6 +91,31 @@ def onednn_problem(dtype: torch.dtype) -> str:
         return f"torch.ops.mkldnn._linear_pointwise fails for {dtype}: {str(exc).splitlines()[0]}"
     if out.shape != (2, 2) or out.dtype != dtype:
         return f"torch.ops.mkldnn._linear_pointwise returned {out.dtype} {tuple(out.shape)} for {dtype}"
+    return ""
+
+
+@functools.lru_cache(maxsize=None)
+def onednn_binary_problem(dtype: torch.dtype) -> str:
+    """"" when ``torch.ops.mkldnn._linear_pointwise.binary`` runs ``dtype`` here with the
+    ``other`` shapes the backend passes (``[1, 1]`` and ``[M, 1]`` broadcast, ``[M, N]``) and
+    gives the exact small-integer results, else why not. Checked once per dtype."""
+    if onednn_problem(dtype):
+        return onednn_problem(dtype)
+    op = getattr(torch.ops.mkldnn._linear_pointwise, "binary", None)
+    if op is None:
+        return "torch.ops.mkldnn._linear_pointwise.binary does not exist in this torch build"
+    x = torch.ones(2, 2, dtype=dtype)
+    cases = ((torch.full((1, 1), 2.0, dtype=dtype), "mul", [[6.0, 6.0], [6.0, 6.0]]),
+             (torch.tensor([[1.0], [2.0]], dtype=dtype), "add", [[4.0, 4.0], [5.0, 5.0]]),
+             (torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=dtype), "mul", [[3.0, 6.0], [9.0, 12.0]]))
+    for other, attr, want in cases:  # (x @ x.T + 1) post-op other: 3 everywhere before it
+        try:
+            out = op(x, other, x, x[0], attr)
+        except Exception as exc:  # noqa: BLE001 - any failure means "do not use it"
+            return f"torch.ops.mkldnn._linear_pointwise.binary fails for {dtype}: {str(exc).splitlines()[0]}"
+        if out.dtype != dtype or out.float().tolist() != want:
+            return (f"torch.ops.mkldnn._linear_pointwise.binary {attr} with a {list(other.shape)} other "
+                    f"gave {out.float().tolist()} for {dtype}, not {want}")
     return ""
 
 
@@ -276,6 +304,8 @@ class _Plan:
     scalars: list[float]
     algorithm: str
     inside: bool                         # oneDNN applies the bias and fused_ops ops (no scales)
+    binary: str                          # the binary post-op of epilogue[0] ("" for none)
+    other: torch.Tensor | None           # its value in the compute dtype: [1, 1], [1, N], [M, 1], [M, N]
     fused_ops: int                       # epilogue ops oneDNN applies inside the GEMM
     gemm_is_output: bool                 # the GEMM's rounded output is y itself (after on_output ops)
     on_output: int                       # trailing epilogue ops applied to the rounded output
@@ -312,7 +342,8 @@ def _bf16_gemm_is_y(p: Problem) -> bool:
         return False
     # the first activation runs before the rounding only inside oneDNN's GEMM: without oneDNN
     # (a build without it, or one failing bf16) a gelu after a bf16 GEMM would round twice
-    inside = _onednn_activation(p) is not None and not onednn_problem(torch.bfloat16)
+    inside = (_onednn_activation(p) is not None and not onednn_problem(torch.bfloat16)
+              or _onednn_binary(p, torch.bfloat16) is not None)
     return _on_output(p, 1 if inside else 0)
 
 
@@ -333,6 +364,45 @@ def _onednn_activation(p: Problem) -> tuple[str, list[float], str] | None:
     return op.definition.onednn(op)
 
 
+def _onednn_binary(p: Problem, compute: torch.dtype) -> tuple[str, torch.Tensor] | None:
+    """``(attr, other)`` for ``torch.ops.mkldnn._linear_pointwise.binary`` when oneDNN computes
+    ``p.epilogue[0]`` exactly inside a GEMM in ``compute`` (add / mul / scale: the op's
+    definition says which, :attr:`OpDef.onednn_binary`). ``other`` must have the compute dtype,
+    so it is used only where it holds the reference's fp32 value exactly: a tensor operand of
+    that dtype (a bf16 operand of a bf16 GEMM, an fp32 one of an fp32 GEMM), or a number whose
+    fp32 value the compute dtype holds (scale(0.5) in bf16; not 0.1), with no bias or a bias of
+    the compute dtype. ``other`` is [1, 1] (a number, a 0-d operand), [1, N] (a row) or [M, N]
+    (a column operand as its expanded view, a full one as given)."""
+    if p.scale_a is not None or p.scale_b is not None or not p.epilogue or onednn_binary_problem(compute):
+        return None
+    if p.bias is not None and p.bias.dtype != compute:
+        return None  # the binary op takes a bias of the input's dtype only (rounding an fp32 one)
+    op = p.epilogue[0]
+    attr = op.definition.onednn_binary(op)
+    params = op.definition.runtime_params()
+    if attr is None or len(params) != 1:
+        return None
+    operand = p.operands[0].get(params[0].name)
+    if operand is None or operand.full is None:  # a number: the op's scalar or a number operand
+        number = operand.number if operand is not None else op.value(params[0].name)
+        if not isinstance(number, (int, float)) or isinstance(number, bool):
+            return None
+        want = torch.tensor([[float(number)]], dtype=torch.float32)
+        other = want.to(compute)
+        held = bool(torch.equal(other.float(), want)) or bool(want.isnan().all())
+        return (attr, other) if held else None
+    full = operand.full
+    if full.dtype != compute:
+        return None
+    rows_stride, cols_stride = full.stride()
+    if rows_stride == 0:  # [1, N], or [1, 1] for a 0-d operand
+        full = full[:1, :1] if cols_stride == 0 else full[:1]
+    # an [M, 1] operand stays the expanded [M, N] view (stride 0 along N): given as [M, 1],
+    # oneDNN took ~1,000x the GEMM's time at 512^3 (a per-row broadcast without a fast kernel,
+    # measured on Zen 4 with torch 2.13); the expanded view runs at the GEMM's speed
+    return attr, full
+
+
 def _fp32_precision(p: Problem, compute: torch.dtype, onednn: bool) -> str:
     """"bf16" (oneDNN bf16 fpmath, exact here) for an fp32 oneDNN GEMM of bf16-valued inputs
     where that path is checked exact and fast (:func:`bf16_fpmath_problem`), else "ieee"."""
@@ -350,7 +420,10 @@ def _make_plan(p: Problem) -> _Plan:
     # so that nothing but the bf16-valued inputs is ever rounded to bf16.
     inside = onednn and p.scale_a is None and p.scale_b is None and precision == "ieee"
     activation = _onednn_activation(p) if inside else None
-    fused_ops = 1 if activation else 0
+    # only where it lets the bf16 GEMM stand for the fp32 one: after an fp32 GEMM the op on the
+    # block costs the same or less (a column mul as a post-op took 1.28x at 8192x1024x64, Zen 4)
+    binary = _onednn_binary(p, compute) if inside and activation is None and compute != torch.float32 else None
+    fused_ops = 1 if activation or binary else 0
     bias = p.bias if inside else None
     if bias is not None:  # oneDNN reads the bias dense, in fp32 or the compute dtype
         bias = (bias if bias.dtype in (torch.float32, compute) else bias.float()).contiguous()
@@ -363,6 +436,7 @@ def _make_plan(p: Problem) -> _Plan:
     w = converted_weight(p.b, compute, dense=p.m <= _DENSE_WEIGHT_ROWS)
     return _Plan(compute=compute, a=p.a.to(compute).contiguous(), w=w,
                  bias=bias, onednn=onednn, attr=attr, scalars=scalars, algorithm=algorithm, inside=inside,
+                 binary=binary[0] if binary else "", other=binary[1] if binary else None,
                  fused_ops=fused_ops, gemm_is_output=gemm_is_output, on_output=on_output,
                  steps=reduction_steps(p.reductions, p.n),
                  needs_output=any(r.source == "output" for r in p.reductions), precision=precision)
@@ -370,9 +444,13 @@ def _make_plan(p: Problem) -> _Plan:
 
 def _gemm_block(p: Problem, plan: _Plan, rows: slice) -> torch.Tensor:
     """The block's GEMM, finished (scales, bias, every epilogue op) unless it is ``y`` itself."""
-    if plan.onednn:
-        block: torch.Tensor = torch.ops.mkldnn._linear_pointwise(plan.a[rows], plan.w, plan.bias,
-                                                                 plan.attr, plan.scalars, plan.algorithm)
+    if plan.other is not None:
+        other = plan.other if plan.other.shape[0] == 1 else plan.other[rows]
+        block: torch.Tensor = torch.ops.mkldnn._linear_pointwise.binary(plan.a[rows], other, plan.w,
+                                                                        plan.bias, plan.binary)
+    elif plan.onednn:
+        block = torch.ops.mkldnn._linear_pointwise(plan.a[rows], plan.w, plan.bias,
+                                                   plan.attr, plan.scalars, plan.algorithm)
     else:
         block = torch.mm(plan.a[rows], plan.w.t())
     if plan.gemm_is_output:

@@ -63,7 +63,20 @@ TritonTemplate = Union[str, Callable[[Mapping[str, object]], str]]
 OneDnnPostOp = Callable[["EpiOp"], "tuple[str, list[float], str] | None"]
 
 
+#: ``onednn_binary(op)`` -> the binary post-op (``"add"``, ``"mul"``) of
+#: ``torch.ops.mkldnn._linear_pointwise.binary`` that computes this op with its one runtime
+#: value (operand or scalar) as the post-op's ``other``, else None. oneDNN computes post-ops in
+#: f32 on the accumulator and rounds once into the output (oneDNN developer guide, "Primitive
+#: Attributes: Post-ops"), so where ``other`` holds the value exactly the result is the
+#: reference's; the backend checks that exactness, the op says only what it computes.
+OneDnnBinaryPostOp = Callable[["EpiOp"], "str | None"]
+
+
 def _no_onednn(op: EpiOp) -> tuple[str, list[float], str] | None:
+    return None
+
+
+def _no_onednn_binary(op: EpiOp) -> str | None:
     return None
 
 
@@ -82,6 +95,7 @@ class OpDef:
       ``@triton.jit`` functions they call (pasted once into the kernel module).
     * ``params``: operands, scalars and options, in order.
     * ``onednn``: the oneDNN post-op that computes it inside the CPU GEMM, if any.
+    * ``onednn_binary``: the oneDNN binary post-op that computes it with its value, if any.
     * ``commutes_with_rounding(op, dtype)``: ``op(round(x)) == round(op(x))`` for every x when
       rounding to ``dtype`` (relu, a clamp to representable bounds): a backend may then apply
       it after the one rounding, on the output.
@@ -93,6 +107,7 @@ class OpDef:
     params: tuple[Param, ...] = ()
     helpers: str = ""
     onednn: OneDnnPostOp = _no_onednn
+    onednn_binary: OneDnnBinaryPostOp = _no_onednn_binary
     commutes_with_rounding: Callable[[EpiOp, torch.dtype], bool] = _never_commutes
     doc: str = field(default="", compare=False)
 
@@ -243,9 +258,10 @@ SIGMOID = OpDef("sigmoid", lambda x: torch.sigmoid_(x), "x = 1.0 / (1.0 + tl.exp
                 onednn=lambda op: ("sigmoid", [], ""))
 TANH = OpDef("tanh", lambda x: torch.tanh_(x), "x = _tanh(x)", helpers=_TANH_HELPER,
              onednn=lambda op: ("tanh", [], ""))
-ADD = OpDef("add", lambda x, t: x.add_(t), "x = x + {t}", (Param("t"),))
-MUL = OpDef("mul", lambda x, t: x.mul_(t), "x = x * {t}", (Param("t"),))
-SCALE = OpDef("scale", lambda x, alpha: x.mul_(alpha), "x = x * {alpha}", (Param("alpha", SCALAR),))
+ADD = OpDef("add", lambda x, t: x.add_(t), "x = x + {t}", (Param("t"),), onednn_binary=lambda op: "add")
+MUL = OpDef("mul", lambda x, t: x.mul_(t), "x = x * {t}", (Param("t"),), onednn_binary=lambda op: "mul")
+SCALE = OpDef("scale", lambda x, alpha: x.mul_(alpha), "x = x * {alpha}", (Param("alpha", SCALAR),),
+              onednn_binary=lambda op: "mul")
 CLAMP = OpDef("clamp", lambda x, lo, hi: x.clamp_(lo, hi), _clamp_triton,
               (Param("lo", SCALAR), Param("hi", SCALAR)),
               commutes_with_rounding=lambda op, dtype: all(
