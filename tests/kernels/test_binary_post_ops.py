@@ -151,3 +151,22 @@ def test_the_binary_check_runs_once_and_names_a_failure(monkeypatch):
                                   torch.float32) is None
     finally:
         cpu.onednn_binary_problem.cache_clear()
+
+
+def test_a_one_block_call_returns_the_gemm_output_as_y_a_new_tensor_each_time():
+    """A call that is one block whose GEMM output is y returns that tensor (no copy into
+    another): it must be the call's own, never an input or a buffer a later call reuses."""
+    gen = torch.Generator().manual_seed(5)
+    a, b = torch.randn(64, 32, generator=gen), torch.randn(32, 48, generator=gen)
+    bias = torch.randn(48, generator=gen)
+    kwargs = dict(bias=bias, out_dtype=torch.float32, epilogue=[ep.gelu()], reductions=[Reduce("sum")], backend="cpu")
+    assert cpu._make_plan(build_problem(a, b, None, None, bias, torch.float32, [ep.gelu()], [Reduce("sum")],
+                                        True)).gemm_is_output
+    y1, (s1,) = scaled_mm(a, b, **kwargs)
+    y2, _ = scaled_mm(a, b, **kwargs)
+    inputs = {t.data_ptr() for t in (a, b, bias)}
+    assert y1.data_ptr() not in inputs and y1.data_ptr() != y2.data_ptr()
+    assert y1.is_contiguous() and y1.shape == (64, 48) and torch.equal(y1, y2)
+    expected = float64_expected(a, b, bias=bias, epilogue=[ep.gelu()]).rounded(torch.float32)
+    torch.testing.assert_close(y1, expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(s1, y1.sum(-1), rtol=1e-5, atol=1e-4)
