@@ -25,6 +25,7 @@ graph, while the fused path runs the exact fp32 GEMM on the bf16 values.
 from __future__ import annotations
 
 import argparse
+import difflib
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Callable
@@ -162,6 +163,12 @@ def main(argv: list[str] | None = None) -> int:
                         "comma-separated parts (\"scale,add_\"); all by default")
     args = parser.parse_args(argv)
     only = tuple(filter(None, args.variants.split(",")))
+    names = [v.name for v in VARIANTS]
+    for part in only:  # a typo would run no row of its own and say nothing
+        if not any(part in name for name in names):
+            close = difflib.get_close_matches(part, names, n=1, cutoff=0.4)
+            parser.error(f"--variants: {part!r} is in no variant's name"
+                         + (f" (did you mean {close[0]!r}?)" if close else "") + f"; variants: {', '.join(names)}")
     baseline = load_kernels_copy(args.baseline_kernels) if args.baseline_kernels else None
     if args.threads:
         torch.set_num_threads(args.threads)
