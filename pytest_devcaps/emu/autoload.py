@@ -11,7 +11,9 @@ What it registers is what PyTorch's OpenReg does (``torch_openreg/__init__.py``)
 ``torch.utils.rename_privateuse1_backend``, ``torch._register_device_module``,
 ``torch.utils.generate_methods_for_privateuse1_backend``; and, as a vendor's collective library
 does, the ``emuccl`` ``torch.distributed`` backend for the emu device type
-(:mod:`pytest_devcaps.emu.emuccl`).
+(:mod:`pytest_devcaps.emu.emuccl`). At exit it waits for autograd's device threads to let go
+of the last backward (:mod:`pytest_devcaps.emu.autograd_exit`: without it a process can abort
+as it ends).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ def autoload() -> None:
 
 def load() -> None:
     """Build if needed, load the library, set the device count and each device's memory, rename
-    PrivateUse1 to emu, register the collective backend."""
+    PrivateUse1 to emu, register the collective backend and the exit drain."""
     global _loaded
     import ctypes
 
@@ -50,7 +52,7 @@ def load() -> None:
         rename_privateuse1_backend,
     )
 
-    from pytest_devcaps.emu import NAME, device, emuccl
+    from pytest_devcaps.emu import NAME, autograd_exit, device, emuccl
     from pytest_devcaps.emu.extension import EXTENSION, open_library
     from pytest_devcaps.emu.config import device_count, device_memory
 
@@ -72,6 +74,7 @@ def load() -> None:
     register(NAME, device)
     generate_methods_for_privateuse1_backend(for_storage=True)
     emuccl.register()
+    autograd_exit.register(NAME, count)
     _loaded = True
 
 
