@@ -4,6 +4,7 @@ pytest-timeout. The launched runs start ``torchrun --nproc-per-node 2`` on the C
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import io
 import json
@@ -347,7 +348,8 @@ def test_a_stopped_or_killed_launcher_ends_every_rank_and_rank_0_reports(
     finally:
         for pid in [*ranks, *([sleeper] if sleeper else [])]:
             if process_exists(pid):
-                os.kill(pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):  # it may end between check and kill
+                    os.kill(pid, signal.SIGKILL)
         if launcher.poll() is None:
             launcher.kill()
             launcher.wait()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -237,7 +238,8 @@ def _kill_parent_then_expect_child_gone(parent_argv: list[str], pid_file: Path, 
             parent.kill()
         parent.wait()
         if child is not None and process_exists(child):
-            os.kill(child, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):  # it may end between check and kill
+                os.kill(child, signal.SIGKILL)
 
 
 _RUNNER_PARENT = textwrap.dedent("""
@@ -319,7 +321,9 @@ def test_grandchildren_of_a_probe_die_with_killed_pytest_setsid_ones_too(
         parent.wait()
         for pid in sleepers:
             if process_exists(pid) and not _zombie(pid):
-                os.kill(pid, signal.SIGKILL)
+                # init may reap the zombie between the two checks: gone is what we want here
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the guardian is Linux's")
@@ -339,4 +343,6 @@ def test_what_a_probe_leaves_running_is_killed_when_its_child_ends(
     finally:
         for pid in sleepers:
             if process_exists(pid) and not _zombie(pid):
-                os.kill(pid, signal.SIGKILL)
+                # init may reap the zombie between the two checks: gone is what we want here
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)

@@ -8,6 +8,7 @@ threads exit, and the guardian's scan skipped zombies, so it found nothing below
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -54,7 +55,8 @@ def _pids(path: Path, count: int, owner: subprocess.Popen[bytes] | None = None) 
 def _kill_all(pids: list[int]) -> None:
     for pid in pids:
         if not _gone(pid):
-            os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):  # it may end between check and kill
+                os.kill(pid, signal.SIGKILL)
 
 
 # The worker leaves two sleepers (one in a session of its own, one fork + setsid + exec) from a
