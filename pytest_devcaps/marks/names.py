@@ -118,18 +118,23 @@ class InheritedMarks:
     ``iter_markers`` walks them) read once for the tests of one module or class, not once per
     test. For one hook's loop over the collected tests, where nothing adds marks to a parent."""
 
-    __slots__ = ("_shares",)
+    __slots__ = ("_shares", "_parents")
 
     def __init__(self) -> None:
-        self._shares: dict[Node, tuple[pytest.Mark, ...]] = {}
+        # keyed by id(): a Node hashes through a Python __hash__ (its node id), once per test;
+        # the parents are kept, so an id is not reused while the view lives
+        self._shares: dict[int, tuple[pytest.Mark, ...]] = {}
+        self._parents: list[Node] = []
 
     def __call__(self, node: Node) -> list[pytest.Mark]:
         own = node.own_markers
         marks = [m for m in own if m.name in MARKER_NAMES] if own else []
         parent = node.parent
         if parent is not None:
-            share = self._shares.get(parent)
+            share = self._shares.get(id(parent))
             if share is None:
-                share = self._shares[parent] = tuple(m for m in parent.iter_markers() if m.name in MARKER_NAMES)
-            marks.extend(share)
+                share = self._shares[id(parent)] = tuple(m for m in parent.iter_markers() if m.name in MARKER_NAMES)
+                self._parents.append(parent)
+            if share:
+                marks.extend(share)
         return marks

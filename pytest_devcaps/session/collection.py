@@ -14,7 +14,7 @@ from pytest_devcaps.marks.names import (DEVICE_NAMES, DTYPE_NAMES, MARKER_NAMES,
                                         marks_key, pytorch_gates_in_use)
 from pytest_devcaps.session.fixtures import item_device
 from pytest_devcaps.session.keys import (
-    CLASS_PROBLEM_KEY,
+    CLASS_PROBLEMS_KEY,
     DEFINITION_PROBLEM_KEY,
     EVALUATION_KEY,
     FREE_MEMORY_KEY,
@@ -59,7 +59,7 @@ def generate_tests(metafunc: pytest.Metafunc) -> None:
     none of our parametrized fixtures is left alone here: its marks are checked with its items
     (``collect_items``), and most tests of most sessions have no devcaps mark at all."""
     fixturenames = metafunc.fixturenames
-    if not _requests_any(fixturenames, _PARAMETRIZED_FIXTURES):
+    if _PARAMETRIZED_FIXTURES.isdisjoint(fixturenames):  # one C call: asked for every test
         return
     marks, parametrize_marks = definition_marks(metafunc.definition)
     if not marks and not _requests_any(fixturenames, DEVICE_NAMES):
@@ -116,8 +116,10 @@ def collect_items(config: pytest.Config, items: list[pytest.Item]) -> None:
     evaluate_item = ItemEvaluations(config)
     used = False
     for item in items:
-        used |= evaluate_item(item, view(item))
-    _register_run_hooks(config, used or any(CLASS_PROBLEM_KEY in item.stash for item in items))
+        marks = view(item)
+        if marks or getattr(item, "callspec", None) is not None:  # else: not ours (most tests)
+            used |= evaluate_item(item, marks)
+    _register_run_hooks(config, used or config.stash.get(CLASS_PROBLEMS_KEY, False))
 
 
 class ItemEvaluations:

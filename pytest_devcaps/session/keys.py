@@ -51,6 +51,9 @@ STORE_KEY: pytest.StashKey[RankStore] = pytest.StashKey()
 
 GATES_SEEN_KEY: pytest.StashKey[bool] = pytest.StashKey()
 """A collected test has PyTorch gates: the skip footer is printed even without the registry."""
+CLASS_PROBLEMS_KEY: pytest.StashKey[bool] = pytest.StashKey()
+"""A collected test of this pass has a ``CLASS_PROBLEM_KEY`` (``suite_hooks`` sets both), so the
+run hooks that raise it are needed: the collection pass asks this, not every test's stash."""
 
 # --- one test (item.stash) ------------------------------------------------------------------
 EVALUATION_KEY: pytest.StashKey[Evaluation] = pytest.StashKey()

@@ -24,7 +24,7 @@ import pytest
 from pytest_devcaps.session.fixtures import item_device
 from pytest_devcaps.marks.names import GENERIC_CLASS, HARDWARE_ATTRIBUTE, InheritedMarks, marks_key, pytorch_gates_in_use
 from pytest_devcaps.marks.names import RANKS_MARKER
-from pytest_devcaps.session.keys import (CLASS_PROBLEM_KEY, CLASS_SKIP_KEY, EVALUATION_KEY, GATES_SEEN_KEY,
+from pytest_devcaps.session.keys import (CLASS_PROBLEM_KEY, CLASS_PROBLEMS_KEY, CLASS_SKIP_KEY, EVALUATION_KEY, GATES_SEEN_KEY,
                                          HARDWARE_KEY, RANKS_KEY, WORLD_KEY, session_state, started_state)
 
 if TYPE_CHECKING:
@@ -74,12 +74,26 @@ class SuiteHooks:
         view = InheritedMarks()
         self.checked_at_setup = False
         self._classes = {}  # classify()'s answers of this pass
+        config.stash[CLASS_PROBLEMS_KEY] = False
+        plain = 0  # tests with no devcaps mark, no gate, no declared class: generic, inferred
+        plain_kept = not selection or GENERIC_CLASS in selection
         for item in items:
-            found = self._prepare(item, view(item))
+            marks = view(item)
+            if not marks and not self.gates_active:  # most tests of most sessions: inline
+                cls = self._class_of(item)
+                if not hasattr(cls, HARDWARE_ATTRIBUTE):
+                    plain += 1
+                    item.stash[HARDWARE_KEY] = GENERIC_CLASS
+                    (kept if plain_kept else deselected).append(item)
+                    continue
+            found = self._prepare(item, marks)
             if found is not None and selection and found not in selection:
                 deselected.append(item)
             else:
                 kept.append(item)
+        if plain:
+            self.counts[GENERIC_CLASS] += plain
+            self.inferred += plain
         if deselected:
             self.deselected = len(deselected)
             config.hook.pytest_deselected(items=deselected)
@@ -106,6 +120,7 @@ class SuiteHooks:
                 found = self._classify(item, marks, cls, gates)
             except self._devcaps_error() as exc:
                 item.stash[CLASS_PROBLEM_KEY] = f"{item.nodeid}: {exc}"
+                self.config.stash[CLASS_PROBLEMS_KEY] = True
                 return None
             value, inferred = found.value, found.inferred
         self.counts[value] += 1

@@ -134,3 +134,24 @@ def test_a_misspelled_mark_fails_collection(pytester: pytest.Pytester) -> None:
         "*test_function*hardware: unknown hardware class 'nvidai' (did you mean 'nvidia'?)*",
         "*TestCase::test_method: hardware: unknown hardware class 'acelerator' "
         "(did you mean 'accelerator'?)*"])
+
+
+def test_a_misspelled_class_alone_in_a_session_still_errors(pytester: pytest.Pytester) -> None:
+    """The only test of the session has no devcaps mark and no device parameter: its misspelled
+    class alone must bring the setup check that reports it (it passed silently when the
+    collection pass looked only for marks and parameters)."""
+    pytester.makepyfile(
+        test_testcase="""
+        import unittest
+
+        class TestCase(unittest.TestCase):
+            hw_classification = "acelerator"
+
+            def test_method(self):
+                pass
+        """,
+    )
+    result = pytester.runpytest()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*TestCase::test_method: hardware: unknown hardware class "
+                                 "'acelerator' (did you mean 'accelerator'?)*"])
