@@ -4,13 +4,21 @@ import os
 from pathlib import Path
 
 import pytest
-import torch  # noqa: F401
+import torch
 import yaml  # noqa: F401
+
+if torch.distributed.is_available():
+    import torch.distributed.tensor  # noqa: F401 (see below)
 
 # torch and PyYAML are imported once, here, for the whole session: pytester's in-process runs drop
 # the modules an inner run imported, and importing torch's extension a second time in one process
 # crashes (PyYAML's C loader keeps the first module's classes). The plugin imports both only when
-# a test needs them, so nothing else imports them this early.
+# a test needs them, so nothing else imports them this early. The same holds for DTensor: its
+# modules define operator libraries (c10d_functional, _dtensor), which a second import refuses
+# ("Only a single TORCH_LIBRARY can be used to register the namespace c10d_functional", "Tried to
+# register an operator ... multiple times"); torch.testing.assert_close imports DTensor, so a test
+# comparing tensors after an inner run that first imported it failed (pytest-randomly, seed
+# 3482684126 on tests/plugin tests/marks tests/util with -n 2). About 0.5 s per process.
 
 pytest_plugins = ["pytester"]
 

@@ -5,7 +5,6 @@ devcaps. A wrong mark errors its own tests at setup, never the whole module."""
 
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING, Any, Hashable, Iterable, Sequence
 
 import pytest
@@ -15,6 +14,7 @@ from pytest_devcaps.marks.names import (DEVICE_NAMES, DTYPE_NAMES, MARKER_NAMES,
 from pytest_devcaps.session.fixtures import item_device
 from pytest_devcaps.session.keys import (
     CLASS_PROBLEMS_KEY,
+    MACHINERY_KEY,
     DEFINITION_PROBLEM_KEY,
     EVALUATION_KEY,
     FREE_MEMORY_KEY,
@@ -64,7 +64,7 @@ def generate_tests(metafunc: pytest.Metafunc) -> None:
     marks, parametrize_marks = definition_marks(metafunc.definition)
     if not marks and not _requests_any(fixturenames, DEVICE_NAMES):
         return  # a dtype fixture without a dtypes mark: nothing to build
-    devcaps_error, registry_unavailable, parametrize, _ = machinery()
+    devcaps_error, registry_unavailable, parametrize, _ = machinery(metafunc.config)
     state = session_state(metafunc.config)
     try:
         registry = state.registry
@@ -82,18 +82,24 @@ def generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.config.stash.setdefault(VALIDATED_KEY, {})[key] = tuple(marks)
 
 
-@functools.cache
-def machinery() -> tuple[Any, ...]:
+def machinery(config: pytest.Config) -> tuple[Any, ...]:
     """(DevcapsError, RegistryUnavailable, session.parametrize, evaluate): what checking,
     parametrizing and evaluating a devcaps test needs, imported by the first such test (a
-    session of plain tests imports none of it) and kept: an import statement costs its caller
-    about what a small function call does, and these would be paid for every test."""
-    from pytest_devcaps.errors import DevcapsError
-    from pytest_devcaps.marks.evaluation import evaluate
-    from pytest_devcaps.session import parametrize
-    from pytest_devcaps.session.state import RegistryUnavailable
+    session of plain tests imports none of it) and kept for the session: an import statement
+    costs its caller about what a small function call does, and these would be paid for every
+    test. Per session, not per process: a process that runs sessions one after another (pytester
+    in-process runs, an IDE) may import our modules again in between, and a class kept from the
+    first import is not the one a later session raises or compares (a kept ``evaluate`` read the
+    registry's new ``Level.NATIVE`` as not native and skipped a test whose capability was set)."""
+    found = config.stash.get(MACHINERY_KEY, None)
+    if found is None:
+        from pytest_devcaps.errors import DevcapsError
+        from pytest_devcaps.marks.evaluation import evaluate
+        from pytest_devcaps.session import parametrize
+        from pytest_devcaps.session.state import RegistryUnavailable
 
-    return DevcapsError, RegistryUnavailable, parametrize, evaluate
+        found = config.stash[MACHINERY_KEY] = (DevcapsError, RegistryUnavailable, parametrize, evaluate)
+    return found
 
 
 def _requests_any(fixturenames: Sequence[str], names: Iterable[str]) -> bool:
@@ -150,7 +156,7 @@ class ItemEvaluations:
         if definition_problem is not None:
             item.stash[MARK_PROBLEM_KEY] = definition_problem
             return True
-        devcaps_error, registry_unavailable, _, _ = machinery()
+        devcaps_error, registry_unavailable, _, _ = machinery(config)
         state = session_state(config)
         try:
             if config.stash.get(VALIDATED_KEY, {}).get(key) != tuple(marks):  # unchecked, or marks added since
@@ -186,7 +192,7 @@ class ItemEvaluations:
                 pass
             except TypeError:  # a dtype parameter of the test's own that cannot be hashed
                 key = None
-        evaluation: Evaluation = machinery()[3](marks, registry, device, dtype)
+        evaluation: Evaluation = machinery(self.config)[3](marks, registry, device, dtype)
         if key is not None:
             self._answers[key] = evaluation
         return evaluation

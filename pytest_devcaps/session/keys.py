@@ -54,6 +54,9 @@ GATES_SEEN_KEY: pytest.StashKey[bool] = pytest.StashKey()
 CLASS_PROBLEMS_KEY: pytest.StashKey[bool] = pytest.StashKey()
 """A collected test of this pass has a ``CLASS_PROBLEM_KEY`` (``suite_hooks`` sets both), so the
 run hooks that raise it are needed: the collection pass asks this, not every test's stash."""
+MACHINERY_KEY: pytest.StashKey[tuple[Any, ...]] = pytest.StashKey()
+"""``collection.machinery``: the error types and functions a devcaps test needs, imported once
+per session."""
 
 # --- one test (item.stash) ------------------------------------------------------------------
 EVALUATION_KEY: pytest.StashKey[Evaluation] = pytest.StashKey()
