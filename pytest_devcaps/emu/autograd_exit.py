@@ -11,7 +11,7 @@ last owner of a Python object. If the caller has meanwhile reached interpreter f
 releasing it takes the GIL, CPython ends the thread (``pthread_exit`` in
 ``PyEval_AcquireThread``), the unwind meets a ``noexcept`` frame, and the process aborts
 ("terminate called without an active exception", exit status 134) after the script has done
-all its work. Seen on emu in about 1 run in 10 of a script ending in a backward, with the CPU
+all its work. Seen on emu in about 1 run in 8 of a script ending in a backward, with the CPU
 busy (backtrace: ``Engine::thread_main`` -> ``GraphTask`` dispose -> ``~ThreadLocalState`` ->
 ``SafePyObject`` -> ``decref`` -> ``gil_scoped_acquire``); the same race exists on any device
 whose backward runs on a device thread (pytorch/pytorch#38228 describes the general form).
@@ -21,13 +21,16 @@ backward per emu device, called on the engine directly so that it stashes nothin
 thread takes tasks in order and drops a graph task before it takes the next, so when a
 device's drain graph has finished, every earlier graph task on that device index has been
 released, with the GIL available to it. The drain graphs themselves hold no Python object in
-their thread-local state, and their tensors are kept alive to the end of the process, so
-releasing them never needs the GIL.
+their thread-local state, and their tensors are never freed: a graph's last owner may again be
+the device thread, and a tensor whose Python object died first is freed through that object,
+with the GIL. A module global would not do (finalization clears module globals), so the drain
+holds them with a reference nothing releases: three 0-d tensors per device, once per process.
 """
 
 from __future__ import annotations
 
 import atexit
+import ctypes
 import faulthandler
 import sys
 from typing import Any
@@ -37,9 +40,6 @@ from typing import Any
 #: ``TORCH_AUTOGRAD_SHUTDOWN_WAIT_LIMIT``, default 10 s). Past it the process ends with exit
 #: status 1 and every thread's Python stack on stderr (``faulthandler``), never a hang.
 WAIT_LIMIT_S = 10.0
-
-#: The drain graphs' tensors, kept until the process ends (see the module docstring).
-_kept: list[Any] = []
 
 
 def register(device_type: str, device_count: int) -> None:
@@ -70,7 +70,7 @@ def drain_device_threads(device_type: str, device_count: int) -> int:
                 leaf = torch.ones((), device=torch.device(device_type, index), requires_grad=True)
                 root = leaf.sum()
                 seed = torch.ones_like(root)
-                _kept.append((leaf, root, seed))
+                ctypes.pythonapi.Py_IncRef(ctypes.py_object((leaf, root, seed)))  # never freed
                 try:
                     # (tensors, grad_tensors, retain_graph, create_graph, inputs,
                     #  allow_unreachable, accumulate_grad): what torch.autograd.backward passes,
