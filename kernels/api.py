@@ -131,10 +131,9 @@ def _run(name: str, p: Problem, *, auto: bool) -> tuple[torch.Tensor | None, tup
     if name == "cpu":
         if p.device.type != "cpu":
             raise ValueError(f"backend='cpu' needs CPU tensors, got tensors on {p.device}")
-        from .cpu_backend import fallback_reason, run_cpu
+        from .cpu_backend import run_cpu
 
-        y, reduced = run_cpu(p)
-        return y, reduced, fallback_reason(p)
+        return run_cpu(p)
     from .reference import run_reference
 
     y, reduced = run_reference(p)

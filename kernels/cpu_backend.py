@@ -156,12 +156,12 @@ def bf16_fpmath_problem() -> str:
     return ""
 
 
-def fallback_reason(p: Problem) -> str:
-    """Why ``run_cpu(p)`` runs slower than its usual path ("" when it does not)."""
-    dtype = _plan_dtype(p)
-    problem = onednn_problem(dtype)
+def _fallback_reason(compute: torch.dtype) -> str:
+    """Why a call whose GEMM runs in ``compute`` runs slower than its usual path ("" when it
+    does not)."""
+    problem = onednn_problem(compute)
     if problem:
-        return f"{problem}; ran torch.mm in {str(dtype).removeprefix('torch.')} and the eager epilogue per block"
+        return f"{problem}; ran torch.mm in {str(compute).removeprefix('torch.')} and the eager epilogue per block"
     return ""
 
 
@@ -332,27 +332,38 @@ def _on_output(p: Problem, first: int) -> bool:
     return all(op.definition.commutes_with_rounding(op, p.out_dtype) for op in p.epilogue[first:])
 
 
-def _bf16_gemm_is_y(p: Problem) -> bool:
+def _bf16_gemm_is_y(p: Problem, binary: tuple[str, torch.Tensor] | None) -> bool:
     """A bf16 GEMM's rounded output is ``y`` itself: bf16 out, no scales, no fp32-source
     reduction, and after the GEMM (whose oneDNN post-ops add the bias and may apply the first
-    activation) only ops that commute with the rounding (applied to ``y``: bias + relu runs as a
-    bf16 GEMM with the bias inside and relu on its output)."""
+    activation, or ``binary``, the first op's bf16 binary post-op) only ops that commute with
+    the rounding (applied to ``y``: bias + relu runs as a bf16 GEMM with the bias inside and
+    relu on its output)."""
     if (p.out_dtype != torch.bfloat16 or p.scale_a is not None or p.scale_b is not None
             or any(r.source == "fp32" for r in p.reductions)):
         return False
     # the first activation runs before the rounding only inside oneDNN's GEMM: without oneDNN
     # (a build without it, or one failing bf16) a gelu after a bf16 GEMM would round twice
     inside = (_onednn_activation(p) is not None and not onednn_problem(torch.bfloat16)
-              or _onednn_binary(p, torch.bfloat16) is not None)
+              or binary is not None)
     return _on_output(p, 1 if inside else 0)
 
 
+def _plan_choice(p: Problem) -> tuple[torch.dtype, tuple[str, torch.Tensor] | None]:
+    """The GEMM's dtype: bf16 when its rounding is the one allowed (see the module docstring)
+    and the bf16 GEMM is the fast one here (:func:`bf16_gemm_problem`), else fp32; with a bf16
+    GEMM, the first op's binary post-op where one applies (:func:`_onednn_binary`, worked out
+    once for both questions)."""
+    if not (p.a.dtype in _BF16_EXACT and p.b.dtype in _BF16_EXACT) or bf16_gemm_problem():
+        return torch.float32, None
+    binary = _onednn_binary(p, torch.bfloat16)
+    if p.fast_accum or _bf16_gemm_is_y(p, binary):
+        return torch.bfloat16, binary
+    return torch.float32, None
+
+
 def _plan_dtype(p: Problem) -> torch.dtype:
-    """bf16 when its rounding is the one allowed (see the module docstring) and the bf16 GEMM is
-    the fast one here (:func:`bf16_gemm_problem`), else fp32."""
-    exact = p.a.dtype in _BF16_EXACT and p.b.dtype in _BF16_EXACT
-    fast = not bf16_gemm_problem()
-    return torch.bfloat16 if exact and fast and (p.fast_accum or _bf16_gemm_is_y(p)) else torch.float32
+    """The GEMM's dtype (:func:`_plan_choice`)."""
+    return _plan_choice(p)[0]
 
 
 def _onednn_activation(p: Problem) -> tuple[str, list[float], str] | None:
@@ -413,7 +424,7 @@ def _fp32_precision(p: Problem, compute: torch.dtype, onednn: bool) -> str:
 
 
 def _make_plan(p: Problem) -> _Plan:
-    compute = _plan_dtype(p)
+    compute, bf16_binary = _plan_choice(p)
     onednn = not onednn_problem(compute)
     precision = _fp32_precision(p, compute, onednn)
     # Scales come before the bias; under bf16 fpmath the bias and epilogue stay out of oneDNN,
@@ -422,7 +433,7 @@ def _make_plan(p: Problem) -> _Plan:
     activation = _onednn_activation(p) if inside else None
     # only where it lets the bf16 GEMM stand for the fp32 one: after an fp32 GEMM the op on the
     # block costs the same or less (a column mul as a post-op took 1.28x at 8192x1024x64, Zen 4)
-    binary = _onednn_binary(p, compute) if inside and activation is None and compute != torch.float32 else None
+    binary = bf16_binary if inside and activation is None else None
     fused_ops = 1 if activation or binary else 0
     bias = p.bias if inside else None
     if bias is not None:  # oneDNN reads the bias dense, in fp32 or the compute dtype
@@ -515,20 +526,23 @@ def _driver_thread() -> ThreadPoolExecutor:
         return _driver[1]
 
 
-def run_cpu(p: Problem) -> Result:
+def run_cpu(p: Problem) -> tuple[torch.Tensor | None, tuple[torch.Tensor, ...], str]:
+    """``(y, reductions, reason)``: ``reason`` says why the call ran slower than its usual path
+    ("" when it did not), from the plan the call ran."""
     if p.m == 0 or p.n == 0 or p.k == 0:
-        return run_reference(p)
+        return (*run_reference(p), _fallback_reason(_plan_dtype(p)))
     if _on_fork_survivor() and torch.get_num_threads() > 1:
         return _driver_thread().submit(_run_cpu_here, p).result()
     return _run_cpu_here(p)
 
 
-def _run_cpu_here(p: Problem) -> Result:
+def _run_cpu_here(p: Problem) -> tuple[torch.Tensor | None, tuple[torch.Tensor, ...], str]:
     plan = _make_plan(p)
+    reason = _fallback_reason(plan.compute)
     if plan.compute != torch.float32:  # no fp32 GEMM runs: nothing to pin (a bf16 GEMM)
-        return _run_blocks(p, plan)
+        return (*_run_blocks(p, plan), reason)
     with fp32_matmul_precision(plan.precision):  # worker threads see the pinned setting too
-        return _run_blocks(p, plan)
+        return (*_run_blocks(p, plan), reason)
 
 
 def _run_blocks(p: Problem, plan: _Plan) -> Result:
