@@ -77,7 +77,9 @@ def drain_device_threads(device_type: str, device_count: int) -> int:
                     # without _engine_run_backward's stash of the caller's context.
                     engine.run_backward((root,), (seed,), False, False, (), True, True)
                 except RuntimeError as exc:
-                    if "fork" in str(exc):
+                    # engine.cpp: "Unable to handle autograd's threading in combination with
+                    # fork-based multiprocessing" (a child of a parent that started the threads)
+                    if "fork-based multiprocessing" in str(exc):
                         return ran
                     raise
                 ran += 1
