@@ -80,6 +80,15 @@ DEVICE_NAMES = ("device", "devcaps_device")
 DTYPE_NAMES = ("dtype", "devcaps_dtype")
 
 
+def any_devcaps_mark(marks: Sequence[pytest.Mark]) -> bool:
+    """Whether ``marks`` (a node's own, say) include a devcaps mark (a loop, not any(genexpr):
+    asked for every test)."""
+    for mark in marks:
+        if mark.name in MARKER_NAMES:
+            return True
+    return False
+
+
 def callspec_param(callspec: Any, names: tuple[str, ...]) -> Any:
     """The first of ``names`` a test's callspec has (its device or dtype parameter), else None."""
     params = getattr(callspec, "params", {})
@@ -118,23 +127,37 @@ class InheritedMarks:
     ``iter_markers`` walks them) read once for the tests of one module or class, not once per
     test. For one hook's loop over the collected tests, where nothing adds marks to a parent."""
 
-    __slots__ = ("_shares", "_parents")
+    __slots__ = ("_shares", "_parents", "_last_parent", "_last_share")
 
     def __init__(self) -> None:
         # keyed by id(): a Node hashes through a Python __hash__ (its node id), once per test;
         # the parents are kept, so an id is not reused while the view lives
         self._shares: dict[int, tuple[pytest.Mark, ...]] = {}
         self._parents: list[Node] = []
+        # the tests of one parent come one after another: the last parent's share is at hand
+        self._last_parent: Node | None = None
+        self._last_share: tuple[pytest.Mark, ...] = ()
 
     def __call__(self, node: Node) -> list[pytest.Mark]:
         own = node.own_markers
         marks = [m for m in own if m.name in MARKER_NAMES] if own else []
         parent = node.parent
         if parent is not None:
-            share = self._shares.get(id(parent))
-            if share is None:
-                share = self._shares[id(parent)] = tuple(m for m in parent.iter_markers() if m.name in MARKER_NAMES)
-                self._parents.append(parent)
+            share = self._last_share if parent is self._last_parent else self.share(parent)
             if share:
                 marks.extend(share)
         return marks
+
+    def share(self, parent: Node | None) -> tuple[pytest.Mark, ...]:
+        """The devcaps marks ``parent`` passes down to its tests (its own and its parents'),
+        closest first."""
+        if parent is self._last_parent:
+            return self._last_share
+        if parent is None:
+            return ()
+        share = self._shares.get(id(parent))
+        if share is None:
+            share = self._shares[id(parent)] = tuple(m for m in parent.iter_markers() if m.name in MARKER_NAMES)
+            self._parents.append(parent)
+        self._last_parent, self._last_share = parent, share
+        return share

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any, Hashable, Iterable, Sequence
 
 import pytest
 
-from pytest_devcaps.marks.names import (DEVICE_NAMES, DTYPE_NAMES, MARKER_NAMES, InheritedMarks, callspec_param,
-                                        marks_key, pytorch_gates_in_use)
+from pytest_devcaps.marks.names import (DEVICE_NAMES, DTYPE_NAMES, MARKER_NAMES, InheritedMarks, any_devcaps_mark,
+                                        callspec_param, marks_key, pytorch_gates_in_use)
 from pytest_devcaps.session.fixtures import item_device
 from pytest_devcaps.session.keys import (
     CLASS_PROBLEMS_KEY,
@@ -121,10 +121,14 @@ def collect_items(config: pytest.Config, items: list[pytest.Item]) -> None:
     view = InheritedMarks()
     evaluate_item = ItemEvaluations(config)
     used = False
-    for item in items:
-        marks = view(item)
-        if marks or getattr(item, "callspec", None) is not None:  # else: not ours (most tests)
-            used |= evaluate_item(item, marks)
+    last_parent: object = None
+    inherited: tuple[pytest.Mark, ...] = ()
+    for item in items:  # most tests: no devcaps mark of their own or inherited, no parameters
+        own, parent = item.own_markers, item.parent
+        if parent is not last_parent:  # a parent's tests come one after another
+            last_parent, inherited = parent, view.share(parent)
+        if inherited or (own and any_devcaps_mark(own)) or getattr(item, "callspec", None) is not None:
+            used |= evaluate_item(item, view(item))
     _register_run_hooks(config, used or config.stash.get(CLASS_PROBLEMS_KEY, False))
 
 

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, Generator, Hashable
 import pytest
 
 from pytest_devcaps.session.fixtures import item_device
-from pytest_devcaps.marks.names import GENERIC_CLASS, HARDWARE_ATTRIBUTE, InheritedMarks, marks_key, pytorch_gates_in_use
+from pytest_devcaps.marks.names import (GENERIC_CLASS, HARDWARE_ATTRIBUTE, InheritedMarks, any_devcaps_mark, marks_key,
+                                        pytorch_gates_in_use)
 from pytest_devcaps.marks.names import RANKS_MARKER
 from pytest_devcaps.session.keys import (CLASS_PROBLEM_KEY, CLASS_PROBLEMS_KEY, CLASS_SKIP_KEY, EVALUATION_KEY, GATES_SEEN_KEY,
                                          HARDWARE_KEY, RANKS_KEY, WORLD_KEY, session_state, started_state)
@@ -77,11 +78,28 @@ class SuiteHooks:
         config.stash[CLASS_PROBLEMS_KEY] = False
         plain = 0  # tests with no devcaps mark, no gate, no declared class: generic, inferred
         plain_kept = not selection or GENERIC_CLASS in selection
+        # most tests of most sessions are plain, and a parent's tests come one after another:
+        # whether the parent passes nothing down is asked once per parent and item type
+        fast = not self.gates_active
+        last_parent: object = view  # no item's parent
+        last_type: type | None = None
+        plain_parent = False
         for item in items:
+            own = item.own_markers
+            if fast and not (own and any_devcaps_mark(own)):
+                if item.parent is not last_parent or type(item) is not last_type:
+                    last_parent, last_type = item.parent, type(item)
+                    plain_parent = self._plain_parent(item, view)
+                if plain_parent:
+                    plain += 1
+                    item.stash[HARDWARE_KEY] = GENERIC_CLASS
+                    if selection:  # else nothing is deselected and the list stays as it is
+                        (kept if plain_kept else deselected).append(item)
+                    continue
             marks = view(item)
-            if not marks and not self.gates_active:  # most tests of most sessions: inline
+            if not marks and fast:
                 cls = self._class_of(item)
-                if not hasattr(cls, HARDWARE_ATTRIBUTE):
+                if not hasattr(cls, HARDWARE_ATTRIBUTE):  # another item type's class, read per test
                     plain += 1
                     item.stash[HARDWARE_KEY] = GENERIC_CLASS
                     (kept if plain_kept else deselected).append(item)
@@ -102,6 +120,14 @@ class SuiteHooks:
         if self.checked_at_setup and not manager.has_plugin(SETUP_PLUGIN) \
                 and any(CLASS_SKIP_KEY in i.stash or WORLD_KEY in i.stash or RANKS_KEY in i.stash for i in items):
             manager.register(SetupChecks(), SETUP_PLUGIN)
+
+    def _plain_parent(self, item: pytest.Item, view: InheritedMarks) -> bool:
+        """Whether the tests of ``item``'s parent and type that have no devcaps mark of their own
+        are plain: the parent passes no devcaps mark down, and their class (a ``Function``'s is
+        its parent's) declares no hardware class."""
+        if getattr(type(item), "cls", None) is not _FUNCTION_CLASS or item.parent is None:
+            return False  # a class of another item type's own: asked per test
+        return not view.share(item.parent) and not hasattr(self._class_of(item), HARDWARE_ATTRIBUTE)
 
     def _prepare(self, item: pytest.Item, marks: list[pytest.Mark]) -> str | None:
         """Classify and expect one test from its devcaps ``marks`` (closest first): its class, or

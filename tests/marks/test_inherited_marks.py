@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pytest_devcaps.marks.names import MARKER_NAMES, InheritedMarks
+from pytest_devcaps.marks.names import MARKER_NAMES, InheritedMarks, any_devcaps_mark
 
 pytest_plugins = ["pytester"]
 
@@ -49,6 +49,32 @@ def test_each_parent_is_walked_once_for_all_its_tests() -> None:
         [("dtypes", ("f32",)), ("requires_devices", (2,))],
         [("dtypes", ("f32",)), ("requires_devices", (2,))]]
     assert len(walks) == 1
+
+
+def test_interleaved_parents_each_get_their_own_share() -> None:
+    """The last parent's share is kept at hand: tests of two parents in turn (a reordering
+    plugin, ``-p randomly``) must still each see their own parent's marks, each parent walked
+    once."""
+    first = _Node([_mark("hardware", "accelerator")])
+    second = _Node([_mark("requires_devices", 2)])
+    walks: list[str] = []
+    for label, parent in (("first", first), ("second", second)):
+        walk = parent.iter_markers
+        parent.iter_markers = (lambda w=walk, n=label: walks.append(n) or w())  # type: ignore[method-assign]
+    view = InheritedMarks()
+    order = [first, second, first, first, second]
+    assert [_names(view(_Node([], parent))) for parent in order] == [
+        [("hardware", ("accelerator",))], [("requires_devices", (2,))], [("hardware", ("accelerator",))],
+        [("hardware", ("accelerator",))], [("requires_devices", (2,))]]
+    assert sorted(walks) == ["first", "second"]
+    assert view.share(second) == tuple(second.own_markers) and view.share(first) == tuple(first.own_markers)
+    assert view.share(None) == ()
+
+
+def test_any_devcaps_mark_looks_at_names_only() -> None:
+    assert any_devcaps_mark([_mark("parametrize", "x", [1]), _mark("requires_devices", 2)])
+    assert not any_devcaps_mark([_mark("parametrize", "x", [1]), _mark("skipif", False)])
+    assert not any_devcaps_mark([])
 
 
 def test_a_node_without_a_parent_has_its_own_marks_only() -> None:

@@ -155,3 +155,82 @@ def test_a_misspelled_class_alone_in_a_session_still_errors(pytester: pytest.Pyt
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*TestCase::test_method: hardware: unknown hardware class "
                                  "'acelerator' (did you mean 'accelerator'?)*"])
+
+
+INTERLEAVED = """
+import unittest
+import pytest
+
+def test_plain_a():
+    pass
+
+class TestDeclared:
+    hw_classification = "accelerator"
+
+    def test_declared_a(self):
+        pass
+
+    def test_declared_b(self):
+        pass
+
+@pytest.mark.hardware("nvidia")
+class TestMarked:
+    def test_marked_a(self):
+        pass
+
+class TestUnittestPlain(unittest.TestCase):
+    def test_unittest_plain(self):
+        pass
+
+@pytest.mark.requires_devices(2)
+class TestTwoDevices:
+    def test_two_devices(self):
+        pass
+
+@pytest.mark.hardware("nvidia")
+def test_own_mark():
+    pass
+
+def test_plain_b():
+    pass
+"""
+
+INTERLEAVED_CLASSES = {
+    "test_plain_a": "generic", "test_declared_a": "accelerator", "test_declared_b": "accelerator",
+    "test_marked_a": "nvidia", "test_unittest_plain": "generic", "test_own_mark": "nvidia",
+    "test_plain_b": "generic", "test_two_devices": "accelerator",
+}
+
+
+@pytest.mark.parametrize("selection", [None, "generic"])
+def test_tests_of_parents_in_turn_keep_their_own_class(pytester: pytest.Pytester, tmp_path: Path,
+                                                       selection: str | None) -> None:
+    """The collection pass asks once per parent whether its plain tests are generic: tests of
+    several parents and item types in turn (a reordering plugin runs before it) must each keep
+    their parent's class and marks (the evaluation pass asks the same once per parent), and a
+    selection must deselect exactly the others."""
+    pytester.makeconftest(
+        """
+        import pytest
+
+        @pytest.hookimpl(wrapper=True)
+        def pytest_collection_modifyitems(items):
+            order = ["test_plain_a", "test_declared_a", "test_marked_a", "test_unittest_plain",
+                     "test_plain_b", "test_two_devices", "test_declared_b", "test_own_mark"]
+            items.sort(key=lambda item: order.index(item.name))
+            return (yield)
+        """
+    )
+    pytester.makepyfile(INTERLEAVED)
+    report = tmp_path / "report.json"
+    args = ["--devcaps-devices=cpu", f"--devcaps-json={report}", "--devcaps-hardware-reading=pytorch"]
+    if selection:
+        args.append(f"--devcaps-hardware={selection}")
+    result = pytester.runpytest(*args)
+    wanted = {name: value for name, value in INTERLEAVED_CLASSES.items() if selection in (None, value)}
+    assert _by_test(report) == wanted
+    skipped = 1 if "test_two_devices" in wanted else 0  # its class's mark: one CPU, not two
+    result.assert_outcomes(passed=len(wanted) - skipped, skipped=skipped,
+                           deselected=len(INTERLEAVED_CLASSES) - len(wanted))
+    result.stdout.fnmatch_lines(["devcaps: hardware classes: generic 3, accelerator 3, nvidia 2 "
+                                 "(4 without a declared class)*"])
