@@ -131,12 +131,38 @@ HOOK_NAMES = ("pytest_devcaps_register_backends", "pytest_devcaps_register_capab
               "pytest_devcaps_adjust_results")
 
 
+def add_specs(manager: pluggy.PluginManager) -> None:
+    """Add these hook specs to ``manager``, once. A pytest session adds them only where they are
+    needed (:func:`add_when_implemented`, :func:`load_vendor_plugins`), not at its start: pluggy
+    reads every name of the module it is given with ``inspect.getattr_static``, 1.5 M
+    instructions in every pytest session (``benchmarks/results/plugin_overhead_issue32_free_*``)."""
+    caller = getattr(manager.hook, HOOK_NAMES[0], None)
+    if caller is None or not caller.has_spec():
+        manager.add_hookspecs(sys.modules[__name__])
+
+
+def add_when_implemented(manager: pluggy.PluginManager) -> None:
+    """Add the specs if a registered plugin implements one of these hooks (called as each plugin
+    is registered): pytest checks every implementation against its spec before the first test
+    (``check_pending``), and pluggy checks the arguments of those registered already when the
+    spec is added, so a misspelt argument is the same ``PluginValidationError`` as ever."""
+    hooks = vars(manager.hook)
+    for name in HOOK_NAMES:  # three lookups per registered plugin
+        caller = hooks.get(name)
+        if caller is not None and not caller.has_spec():
+            add_specs(manager)
+            return
+
+
 def load_vendor_plugins(manager: pluggy.PluginManager) -> list[str]:
     """Register the :data:`VENDOR_GROUP` plugins on ``manager`` (pytest's, or our own outside
-    pytest), each under its entry point's name; one registered already (by name or as the same
+    pytest), each under its entry point's name, after adding these specs (what calls the hooks
+    next needs them, implemented or not); one registered already (by name or as the same
     object) or blocked (``-p no:NAME``) is left alone, one whose import raises is a warning.
     Returns the group's modules (one scan of the installed distributions: about 20 ms)."""
     import importlib.metadata
+
+    add_specs(manager)
 
     entries = list(importlib.metadata.entry_points(group=VENDOR_GROUP))
     for entry in entries:
@@ -173,7 +199,6 @@ def vendor_hooks() -> Any:
     """Outside pytest: a hook relay with these hookspecs and the :data:`VENDOR_GROUP` plugins
     (what ``config.hook`` carries inside a session)."""
     manager = _VendorPluginManager("pytest")
-    manager.add_hookspecs(sys.modules[__name__])
     load_vendor_plugins(manager)
     return manager.hook
 

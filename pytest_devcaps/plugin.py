@@ -4,9 +4,10 @@ the per-test hooks in ``session.runtest``, fixtures in ``session.fixtures``, pla
 ``session.plan``) or ``parallel/`` (the xdist handshake in ``parallel.xdist_handshake``, a
 process's place in ``parallel.placement``, torchrun in ``parallel.torchrun``).
 
-The plugin is loaded into every pytest session: importing it imports pytest and
+The plugin is loaded into every pytest session: importing it imports pytest, ``hookspecs`` and
 ``session.collection`` alone (no torch), and a session that sets nothing of ours starts the
-rest on first need (``session.startup.defer``).
+rest on first need (``session.startup.defer``). Our hook specs are added on first need too
+(``hookspecs.add_when_implemented``, ``hookspecs.load_vendor_plugins``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, Generator
 
 import pytest
 
+from pytest_devcaps import hookspecs
 from pytest_devcaps._util.environ import ENV_EMU_DEVICES
 from pytest_devcaps.session import collection, fixtures, startup
 
@@ -41,10 +43,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
 
 
-def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from pytest_devcaps import hookspecs
-
-    pluginmanager.add_hookspecs(hookspecs)
+def pytest_plugin_registered(manager: pytest.PytestPluginManager) -> None:
+    # our hook specs: where a plugin implements one, or when the registry is built (not at start)
+    hookspecs.add_when_implemented(manager)
 
 
 @pytest.hookimpl(wrapper=True)

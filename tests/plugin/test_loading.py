@@ -74,6 +74,50 @@ def test_misspelled_hook_argument_is_a_validation_error(pytester: pytest.Pyteste
                                  "*{'registrr'} are declared in the hookimpl but can not be found in the hookspec*"])
 
 
+def test_a_misspelled_argument_in_a_conftest_found_by_collection_is_an_error(pytester: pytest.Pytester) -> None:
+    """Our hook specs are added when a plugin implementing one is registered, not at start: a
+    conftest of a sub-folder is registered during collection, and its misspelt argument must
+    still be pluggy's validation error."""
+    pytester.mkpydir("sub")
+    pytester.path.joinpath("sub", "conftest.py").write_text(
+        "def pytest_devcaps_register_capabilities(registrr):\n    pass\n")
+    pytester.path.joinpath("sub", "test_x.py").write_text("def test_x():\n    pass\n")
+    result = pytester.runpytest_subprocess()
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["*PluginValidationError*for hook 'pytest_devcaps_register_capabilities'*"])
+
+
+HOOK_SPEC_STATE = """
+def test_specs(request):
+    caller = getattr(request.config.hook, "pytest_devcaps_register_backends", None)
+    print("SPEC", "absent" if caller is None else caller.has_spec())
+"""
+
+
+def test_hook_specs_are_added_only_where_a_session_needs_them(pytester: pytest.Pytester) -> None:
+    """A session of plain tests adds none (pluggy reads every name of a spec module); one
+    whose conftest implements a hook without ``optionalhook`` (pytest checks it before the
+    first test) and one that builds its registry (which calls them) have them."""
+    pytester.makepyfile(test_specs=HOOK_SPEC_STATE)
+    result = pytester.runpytest_subprocess("-s")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*SPEC absent"])
+
+    pytester.makepyfile(test_device="def test_device(device):\n    assert device.type == 'cpu'\n")
+    result = pytester.runpytest_subprocess("-s", "--devcaps-devices=cpu", "-p", "no:randomly")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*SPEC True"])
+
+    (pytester.path / "test_device.py").unlink()
+    pytester.mkpydir("sub")
+    pytester.path.joinpath("sub", "conftest.py").write_text(
+        "def pytest_devcaps_register_backends(registrar):\n    raise AssertionError('not called')\n")
+    pytester.path.joinpath("sub", "test_y.py").write_text("def test_y():\n    pass\n")
+    result = pytester.runpytest_subprocess("-s", "-p", "no:randomly")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*SPEC True"])
+
+
 def test_out_of_tree_backend_and_adjust_hook(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(
         """
