@@ -258,3 +258,39 @@ def test_auto_on_cpu_needs_neither_the_plugin_nor_a_subprocess(tmp_path) -> None
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report == {"backend": "cpu", "total": 8 * 4 * 16.0, "modules": []}
+
+
+def _triton_version() -> str:
+    import triton
+
+    return str(getattr(triton, "__version__", "?"))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="triton is not installed")
+def test_reading_a_targets_options_leaves_tritons_one_time_notices_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading a target's options (for its fp8 dot types) emits no Triton notice with
+    TRITON_DEFAULT_FP_FUSION unset, and does not spend the one a later compile would give:
+    the notice is emitted once per process (``triton._utils.warn_once``), so its cache is
+    emptied first, or an earlier test's would hide it."""
+    import warnings
+
+    from triton import _utils, knobs
+    from triton.backends.compiler import GPUTarget
+
+    from devcaps_kernels.triton_plan import target_for
+
+    if not hasattr(_utils, "warn_once") or not hasattr(knobs.language, "fp_fusion_enabled"):
+        pytest.skip(f"Triton {_triton_version()} has no once-per-process FP-fusion notice (Triton 3.9 added it)")
+    monkeypatch.delenv("TRITON_DEFAULT_FP_FUSION", raising=False)
+    monkeypatch.delenv("TRITON_FORCE_DISABLE_FP_FUSION", raising=False)
+    _utils.warn_once.cache_clear()
+    triton_support._target_options.cache_clear()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for backend, arch, warp in (("cuda", 90, 32), ("hip", "gfx942", 64)):
+            assert target_for(GPUTarget(backend, arch, warp)).fp8_dot_types
+    assert [str(w.message) for w in seen] == []
+    with warnings.catch_warnings(record=True) as later:  # what a compile would still say
+        warnings.simplefilter("always")
+        knobs.language.fp_fusion_enabled(None)
+    assert any("TRITON_DEFAULT_FP_FUSION" in str(w.message) for w in later)
