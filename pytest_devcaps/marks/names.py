@@ -141,11 +141,9 @@ class InheritedMarks:
     def __call__(self, node: Node) -> list[pytest.Mark]:
         own = node.own_markers
         marks = [m for m in own if m.name in MARKER_NAMES] if own else []
-        parent = node.parent
-        if parent is not None:
-            share = self._last_share if parent is self._last_parent else self.share(parent)
-            if share:
-                marks.extend(share)
+        share = self.share(node.parent)
+        if share:
+            marks.extend(share)
         return marks
 
     def share(self, parent: Node | None) -> tuple[pytest.Mark, ...]:

@@ -96,15 +96,7 @@ class SuiteHooks:
                     if selection:  # else nothing is deselected and the list stays as it is
                         (kept if plain_kept else deselected).append(item)
                     continue
-            marks = view(item)
-            if not marks and fast:
-                cls = self._class_of(item)
-                if not hasattr(cls, HARDWARE_ATTRIBUTE):  # another item type's class, read per test
-                    plain += 1
-                    item.stash[HARDWARE_KEY] = GENERIC_CLASS
-                    (kept if plain_kept else deselected).append(item)
-                    continue
-            found = self._prepare(item, marks)
+            found = self._prepare(item, view(item))  # also another item type's plain test
             if found is not None and selection and found not in selection:
                 deselected.append(item)
             else:
