@@ -105,6 +105,25 @@ class Finder(ast.NodeVisitor):
                 return True
         return False
 
+    def _reads_setting(self, node: ast.Attribute) -> bool:
+        """``assert torch.backends.cudnn.deterministic`` (or ``self.assertTrue(...)``, or
+        ``saved = torch.backends.cuda.matmul.allow_tf32``): a test that reads a backend flag to
+        check what the code under test set, or to compare later. The flags are plain Python
+        settings that every build holds (torch/backends/cudnn/__init__.py, cuda/__init__.py), so
+        reading one runs, and means the same, on every device: not a setting, not a gate. Setting
+        one, calling one (``flags(...)``) and branching on one stay findings."""
+        if not isinstance(node.ctx, ast.Load) or node.attr.startswith("_") or not self.statements:
+            return False
+        statement = self.statements[-1]
+        if any(isinstance(n, ast.Call) and n.func is node for n in ast.walk(statement)):
+            return False
+        if isinstance(statement, ast.Assert):
+            return True
+        if isinstance(statement, (ast.Assign, ast.AnnAssign)):
+            return statement.value is node
+        return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call) \
+            and last_name(statement.value.func).startswith("assert")
+
     def vendor_keyed(self, atom: ast.AST) -> str | None:
         """Why the check must stay: it picks per-vendor behaviour (``TEST_CUDA or TEST_XPU``
         choosing memory_stats keys, an ``if``/``else`` on CUDA next to ``torch.version.hip``):
@@ -334,7 +353,8 @@ class Finder(ast.NodeVisitor):
             self.generic_visit(node)
         elif name.startswith(("torch.backends.cuda.", "torch.backends.cudnn.")) or name in (
                 "torch.backends.cuda", "torch.backends.cudnn"):
-            calls.settings(self, node, name)
+            if not self._reads_setting(node):
+                calls.settings(self, node, name)
         elif name == "torch.cuda" and calls.module_fallback(self, node, self._call_parent.get(id(node))):
             pass
         elif name == "torch.cuda" or name.startswith("torch.cuda.") and "()" not in name:
