@@ -420,10 +420,12 @@ def _drop_spent_definitions(finder: Finder, items: list[Item], held: Mapping[Spa
     source = finder.source
     rewritten = [c.span for c in finder.constructs if c.items and c.items[0].edits]
     loads = [n for n in ast.walk(source.tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+    # ``self.gpu_ok`` / ``TestX.gpu_ok`` reads a class-body gate by attribute: a use no gate rewrites
+    attribute_reads = {n.attr for n in ast.walk(source.tree) if isinstance(n, ast.Attribute)}
     for gate in finder.facts.local_gates.values():
         where = source.span(gate.statement)
         uses = [source.span(n) for n in loads if n.id == gate.name and not within(source.span(n), where)]
-        if not uses or not all(any(within(u, r) for r in rewritten) for u in uses):
+        if not uses or gate.name in attribute_reads or not all(any(within(u, r) for r in rewritten) for u in uses):
             continue
         inside = sorted((i for i in items if within(i.span, where)), key=lambda i: i.span)
         outer = [region for region, why in held.items() if not within(region, where)]

@@ -241,13 +241,18 @@ def local_atom(node: ast.expr, gate: LocalGate, uses: Uses) -> Atom | None:
 
 
 def local_gates(tree: ast.Module) -> dict[str, LocalGate]:
-    """The gates ``tree`` defines at module level, in order (each sees only earlier ones)."""
+    """The gates ``tree`` defines at module level and in its classes' bodies, in order (each
+    sees only earlier ones). A class-body flag (``cuda_available = torch.cuda.is_available()``
+    read by ``@skipif(not cuda_available, ...)`` on its methods, torchtune's form) is a gate like
+    a module-level one: read where it is used, and kept as it is where a gate reading it stays.
+    A name defined twice anywhere is none (which one a use reads is not the lint's to guess)."""
     found: dict[str, LocalGate] = {}
     counts: dict[str, int] = {}
-    for statement in tree.body:
+    statements = list(_gate_statements(tree.body))
+    for statement in statements:
         for name in _defined(statement):
             counts[name] = counts.get(name, 0) + 1
-    for statement in tree.body:
+    for statement in statements:
         candidate = _definition(statement, frozenset(found))
         if candidate is None or counts.get(candidate.name) != 1:
             continue
@@ -256,11 +261,22 @@ def local_gates(tree: ast.Module) -> dict[str, LocalGate]:
     return found
 
 
+def _gate_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """The module's statements, with each top-level class's assignments where the class is
+    (its body runs there); its methods are not the module's helpers."""
+    for statement in body:
+        yield statement
+        if isinstance(statement, ast.ClassDef):
+            yield from (s for s in statement.body if isinstance(s, (ast.Assign, ast.AnnAssign)))
+
+
 def _defined(statement: ast.stmt) -> list[str]:
     if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return [statement.name]
     if isinstance(statement, ast.Assign):
         return [t.id for t in statement.targets if isinstance(t, ast.Name)]
+    if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
+        return [statement.target.id]
     return []
 
 
@@ -273,10 +289,14 @@ def _definition(statement: ast.stmt, visible: frozenset[str]) -> LocalGate | Non
         if guarded is not None:
             return LocalGate(statement.name, "function", guarded, True, statement, visible)
         return None
-    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
-            and isinstance(statement.targets[0], ast.Name)):
+    if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name) \
+            and statement.value is not None:
+        name, value = statement.target.id, statement.value
+    elif isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+            and isinstance(statement.targets[0], ast.Name):
+        name, value = statement.targets[0].id, statement.value
+    else:
         return None
-    name, value = statement.targets[0].id, statement.value
     mark = _skip_condition(value)
     if mark is not None:
         return LocalGate(name, "mark", mark[0], mark[1], statement, visible)

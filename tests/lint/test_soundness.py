@@ -136,6 +136,55 @@ def test_the_flag_a_kept_gate_reads_stays_as_the_file_defines_it() -> None:
     assert sum(counts.fixed.values()) + sum(counts.left.values()) == sum(counts.found.values())
 
 
+CLASS_FLAG = """\
+    import pytest
+    import torch
+
+
+    class TestPrecision:
+        cuda_available: bool = torch.cuda.is_available()
+
+        @pytest.mark.skipif(not cuda_available, reason="The test requires GPUs to run.")
+        def test_a(self):
+            {body}
+"""
+
+
+def test_a_class_body_flag_a_kept_gate_reads_stays_as_the_class_defines_it() -> None:
+    """torchtune's form: ``cuda_available = torch.cuda.is_available()`` in the class body, read
+    by ``@skipif(not cuda_available, ...)``. Read as an unknown word, the gate stayed while the
+    flag's own call was widened to torch.accelerator: the CUDA binding then ran on emu. The
+    flag is now a gate of the class: while the test keeps CUDA-only code, both stay as written."""
+    source = CLASS_FLAG.format(body="assert torch._C._cuda_hasPrimaryContext(0)")
+    assert unchanged(source)
+    found = left(source)
+    assert any(f.startswith("DC001 `torch.cuda.is_available()`") and "cuda_available is the gate of line 8" in f
+               for f in found)
+    assert any(f.startswith("DC001 `cuda_available`") and "line 10 is CUDA-only" in f for f in found)
+
+
+def test_a_class_body_flag_whose_tests_are_generic_goes_with_its_gate() -> None:
+    """The same flag over a test with nothing device-specific: the gate and the spent flag go,
+    as a module-level TEST_CUDA would (the test gains every device)."""
+    out = fix(CLASS_FLAG.format(body="assert torch.ones(2).sum() == 2"))
+    assert "cuda_available" not in out and "skipif" not in out and "torch.cuda" not in out
+
+
+def test_a_class_body_flag_read_through_self_is_not_removed() -> None:
+    """``self.cuda_available`` in another test reads the flag by attribute: the definition
+    stays (made the accelerator check), so the rewritten class still runs."""
+    source = CLASS_FLAG.format(body="assert torch.ones(2).sum() == 2") + textwrap.indent(textwrap.dedent("""
+        def test_b(self):
+            assert self.cuda_available in (True, False)
+        """), "        ")
+    out = fix(source)
+    assert "cuda_available: bool = torch.accelerator.is_available()" in out
+    assert "self.cuda_available" in out
+    namespace: dict[str, object] = {}
+    exec(compile(out, "test_t.py", "exec"), namespace)  # the class body runs: its names resolve
+    assert isinstance(namespace["TestPrecision"].cuda_available, bool)  # type: ignore[attr-defined]
+
+
 FSDP1_CHECKPOINT = """\
     import torch
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
