@@ -276,11 +276,61 @@ def _held_regions(finder: Finder, index: RegionIndex, held: dict[Span, str],
         for gate in _defining(finder, construct, gate_uses):
             holds.append((index.source.span(gate.statement), OpenHold(
                 f"{gate.name} is the gate of line {construct.span.line}, which stays: {why}")))
+        for name, span in _definitions_read(index, construct):
+            holds.append((span, OpenHold(
+                f"{name} is read by the gate of line {construct.span.line}, which stays: {why}")))
         for span, because in holds:
             if span not in held:
                 held[span] = because
                 grown = True
     return grown
+
+
+def _definitions_read(index: RegionIndex, construct: Construct) -> list[tuple[str, Span]]:
+    """The definitions a kept gate's condition reads, and those they read in turn: a module
+    helper or flag (``def cuda_ok(): ...; return torch.cuda.is_available()``), a method of the
+    test's class (``self._has_cuda()``), an attribute set in it (``self.use_cuda = ...`` in
+    ``setUp``). They stay as they are, as the file's own gates do: widened, they would let the
+    kept test run on other accelerators while the gate still reads as it did."""
+    anchor = construct.anchor
+    cls = anchor if isinstance(anchor, ast.ClassDef) else index.class_of.get(id(anchor)) if anchor else None
+    span = index.source.span
+    named: dict[str, list[ast.AST]] = {}
+    for owner in (index.source.tree, cls):
+        for statement in owner.body if owner is not None else ():
+            for name in _names_defined(statement):
+                named.setdefault(name, []).append(statement)
+    if cls is not None:
+        for node in ast.walk(cls):
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                            and target.value.id in ("self", "cls"):
+                        named.setdefault(target.attr, []).append(node)
+    condition = [n for n in ast.walk(anchor if anchor is not None else index.source.tree)
+                 if isinstance(n, (ast.Name, ast.Attribute)) and within(span(n), construct.span)]
+    pending = [_read_name(n) for n in condition]
+    found: dict[int, tuple[str, Span]] = {}
+    while pending:
+        name = pending.pop()
+        for definition in named.get(name, ()):
+            if id(definition) in found or definition is anchor:
+                continue
+            found[id(definition)] = (name, span(definition))
+            pending += [_read_name(n) for n in ast.walk(definition) if isinstance(n, (ast.Name, ast.Attribute))]
+    return list(found.values())
+
+
+def _names_defined(statement: ast.stmt) -> list[str]:
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return [statement.name]
+    targets = statement.targets if isinstance(statement, ast.Assign) else \
+        [statement.target] if isinstance(statement, ast.AnnAssign) else []
+    return [t.id for t in targets if isinstance(t, ast.Name)]
+
+
+def _read_name(node: ast.Name | ast.Attribute) -> str:
+    return node.id if isinstance(node, ast.Name) else node.attr
 
 
 def _local_gate_uses(finder: Finder) -> list[tuple[Span, str]]:

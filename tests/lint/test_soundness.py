@@ -185,6 +185,83 @@ def test_a_class_body_flag_read_through_self_is_not_removed() -> None:
     assert isinstance(namespace["TestPrecision"].cuda_available, bool)  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize("setter", [
+    "def setUp(self):\n" + " " * 16 + "self.use_cuda = torch.cuda.is_available()",
+    "@classmethod\n" + " " * 12 + "def setUpClass(cls):\n" + " " * 16 + "cls.use_cuda = torch.cuda.is_available()",
+], ids=["setUp", "setUpClass"])
+def test_an_attribute_flag_a_kept_gate_reads_stays_as_set(setter: str) -> None:
+    """``self.use_cuda = torch.cuda.is_available()`` in ``setUp`` read by ``if not
+    self.use_cuda: self.skipTest(...)``, which the lint cannot read and keeps: the flag's call
+    was widened all the same, so the CUDA binding below ran wherever an accelerator is."""
+    source = f"""\
+        import unittest
+
+        import torch
+
+
+        class TestZ(unittest.TestCase):
+            {setter}
+
+            def test_a(self):
+                if not self.use_cuda:
+                    self.skipTest("needs CUDA")
+                assert torch._C._cuda_hasPrimaryContext(0)
+        """
+    assert unchanged(source)
+    assert any(f.startswith("DC001 `torch.cuda.is_available()`") and "use_cuda is read by the gate of line"
+               in f for f in left(source))
+
+
+HELPER_READ_BY_A_KEPT_GATE = {
+    "a module helper": """\
+        import os
+
+        import pytest
+        import torch
+
+
+        def cuda_ok():
+            if os.environ.get("FORCE_CPU"):
+                return False
+            return _probe()
+
+
+        def _probe():
+            return torch.cuda.is_available()
+
+
+        @pytest.mark.skipif(not cuda_ok(), reason="needs CUDA")
+        def test_a():
+            assert torch._C._cuda_hasPrimaryContext(0)
+        """,
+    "a method": """\
+        import unittest
+
+        import torch
+
+
+        class TestZ(unittest.TestCase):
+            def _has_cuda(self):
+                return torch.cuda.is_available()
+
+            def test_a(self):
+                if not self._has_cuda():
+                    self.skipTest("needs CUDA")
+                assert torch._C._cuda_hasPrimaryContext(0)
+        """,
+}
+
+
+@pytest.mark.parametrize("form", sorted(HELPER_READ_BY_A_KEPT_GATE))
+def test_a_helper_a_kept_gate_calls_stays_as_written(form: str) -> None:
+    """A gate the lint cannot read (``cuda_ok()``, ``self._has_cuda()``) stays; the helpers it
+    calls, and those they call, stay with it: widened, they let the CUDA binding run on emu."""
+    source = HELPER_READ_BY_A_KEPT_GATE[form]
+    assert unchanged(source)
+    assert any(f.startswith("DC001 `torch.cuda.is_available()`") and "is read by the gate of line" in f
+               for f in left(source))
+
+
 FSDP1_CHECKPOINT = """\
     import torch
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
