@@ -14,7 +14,7 @@ from typing import Iterator, Mapping
 from pytest_devcaps import gate_table
 from pytest_devcaps.lint import layout
 from pytest_devcaps.lint.finder import NO_DEVICE_HELPER, Finder
-from pytest_devcaps.lint.gating import LocalGate
+from pytest_devcaps.lint.gating import LocalGate, is_cuda_literal
 from pytest_devcaps.lint.helpers import threadable
 from pytest_devcaps.lint.items import Construct, Item, Residue, decide
 from pytest_devcaps.lint.libraries import accelerator_only_calls, libraries
@@ -300,6 +300,13 @@ def _definitions_read(index: RegionIndex, construct: Construct) -> list[tuple[st
         for statement in owner.body if owner is not None else ():
             for name in _names_defined(statement):
                 named.setdefault(name, []).append(statement)
+    for function in ast.walk(index.source.tree):  # ``global USE_GPU`` then ``USE_GPU = ...`` (setUpModule)
+        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            declared = {name for n in ast.walk(function) if isinstance(n, ast.Global) for name in n.names}
+            for node in ast.walk(function) if declared else ():
+                if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                    for name in set(_names_defined(node)) & declared:
+                        named.setdefault(name, []).append(node)
     if cls is not None:
         for node in ast.walk(cls):
             if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
@@ -307,9 +314,15 @@ def _definitions_read(index: RegionIndex, construct: Construct) -> list[tuple[st
                     if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
                             and target.value.id in ("self", "cls"):
                         named.setdefault(target.attr, []).append(node)
-    condition = [n for n in ast.walk(anchor if anchor is not None else index.source.tree)
-                 if isinstance(n, (ast.Name, ast.Attribute)) and within(span(n), construct.span)]
-    pending = [_read_name(n) for n in condition]
+    inside = [n for n in ast.walk(anchor if anchor is not None else index.source.tree)
+              if within(span(n), construct.span)]
+    # ``DEVICE != "cuda"``: a device value compared with CUDA's name answers the same once the
+    # value is the accelerator's ("cuda" exactly where it was, another name elsewhere)
+    compared = {id(operand) for n in inside if isinstance(n, ast.Compare) and len(n.ops) == 1
+                and isinstance(n.ops[0], (ast.Eq, ast.NotEq, ast.In, ast.NotIn))
+                for operand, other in ((n.left, n.comparators[0]), (n.comparators[0], n.left))
+                if is_cuda_literal(other)}
+    pending = [_read_name(n) for n in inside if isinstance(n, (ast.Name, ast.Attribute)) and id(n) not in compared]
     found: dict[int, tuple[str, Span]] = {}
     while pending:
         name = pending.pop()
@@ -325,7 +338,7 @@ def _names_defined(statement: ast.stmt) -> list[str]:
     if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return [statement.name]
     targets = statement.targets if isinstance(statement, ast.Assign) else \
-        [statement.target] if isinstance(statement, ast.AnnAssign) else []
+        [statement.target] if isinstance(statement, (ast.AnnAssign, ast.AugAssign)) else []
     return [t.id for t in targets if isinstance(t, ast.Name)]
 
 

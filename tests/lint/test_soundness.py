@@ -234,6 +234,25 @@ HELPER_READ_BY_A_KEPT_GATE = {
         def test_a():
             assert torch._C._cuda_hasPrimaryContext(0)
         """,
+    "a global set in setUpModule": """\
+        import unittest
+
+        import torch
+
+        USE_GPU = False
+
+
+        def setUpModule():
+            global USE_GPU
+            USE_GPU = torch.cuda.is_available()
+
+
+        class T(unittest.TestCase):
+            def test_a(self):
+                if not USE_GPU:
+                    self.skipTest("needs a GPU")
+                assert torch._C._cuda_hasPrimaryContext(0)
+        """,
     "a method": """\
         import unittest
 
@@ -260,6 +279,30 @@ def test_a_helper_a_kept_gate_calls_stays_as_written(form: str) -> None:
     assert unchanged(source)
     assert any(f.startswith("DC001 `torch.cuda.is_available()`") and "is read by the gate of line" in f
                for f in left(source))
+
+
+def test_a_device_a_kept_gate_compares_with_cuda_still_becomes_the_accelerator() -> None:
+    """``DEVICE != "cuda"`` answers the same once DEVICE is the accelerator's type ("cuda"
+    exactly where it was, another name elsewhere): the kept gate does not hold DEVICE, and the
+    generic test reading it gains the accelerator."""
+    source = """\
+        import pytest
+        import torch
+
+        DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+        @pytest.mark.skipif(DEVICE != "cuda", reason="CUDA only")
+        def test_a():
+            assert torch._C._cuda_hasPrimaryContext(0)
+
+
+        def test_b():
+            assert torch.ones(2, device=DEVICE).sum() == 2
+        """
+    out = fix(source)
+    assert '@pytest.mark.skipif(DEVICE != "cuda", reason="CUDA only")' in out
+    assert 'DEVICE = "cuda" if' not in out and "torch.accelerator.current_accelerator" in out
 
 
 FSDP1_CHECKPOINT = """\
