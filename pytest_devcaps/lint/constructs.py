@@ -100,6 +100,10 @@ class GateReader:
             if skip is not None and call is not None and call.args and not isinstance(call.args[0], ast.Constant):
                 style: Style = "pytest" if "mark" in name else "unittest"
                 self.condition("decorator", decorator, call.args[0], not skip, scope, style)
+            elif skip is not None and call is not None and call.args and name.startswith("pytest.mark"):
+                gate = _string_condition_gate(call.args[0], scope)
+                if gate is not None:
+                    self._gate_decorator(decorator, call, rules.DecoratorRule(gate), scope, device_type_class)
             elif last in rules.DECORATORS:
                 self._gate_decorator(decorator, call, rules.DECORATORS[last], scope, device_type_class)
             elif isinstance(target, ast.Name) and target.id in scope.local_gates:
@@ -345,6 +349,29 @@ def _count(call: ast.Call | None, default: int | None, constants: dict[str, int]
     if isinstance(value, ast.Name) and value.id in constants:
         return constants[value.id]
     return None
+
+
+STRING_CONDITION = "a condition in a string, which pytest evaluates: the lint does not rewrite it"
+
+
+def _string_condition_gate(argument: ast.expr, used: Uses) -> rules.Gate | None:
+    """``@pytest.mark.skipif("not torch.cuda.is_available()")``: pytest evaluates the string
+    (``_pytest/skipping.py``, ``evaluate_condition``). A device check in it is a finding and a
+    gate kept as written: its test stays as it was (given the device fixture under it, the
+    test's [cpu] copy would run on a CUDA machine)."""
+    if not (isinstance(argument, ast.Constant) and isinstance(argument.value, str)):
+        return None
+    try:
+        parsed = ast.parse(argument.value.strip(), mode="eval").body
+    except SyntaxError:
+        return None
+    atom = next((a for a in atoms_in(parsed, used, in_condition=True) if a.code), None)
+    if atom is None:
+        return None
+    return rules.Gate(atom.code, f"skipif({argument.value!r})", Need(blockers=(STRING_CONDITION,),
+                      hardware=atom.hardware or "accelerator"),
+                      "the condition as code: pytest.mark.skipif(<expression>, reason=...), then --fix again",
+                      hardware=atom.hardware or "accelerator")
 
 
 def _decorator_need(call: ast.Call | None, rule: rules.DecoratorRule, used: Uses,

@@ -305,6 +305,27 @@ def test_a_device_a_kept_gate_compares_with_cuda_still_becomes_the_accelerator()
     assert 'DEVICE = "cuda" if' not in out and "torch.accelerator.current_accelerator" in out
 
 
+def test_a_string_condition_is_a_kept_gate_and_its_test_stays() -> None:
+    """``@pytest.mark.skipif("not torch.cuda.is_available()")``: pytest evaluates the string.
+    Read as no gate, the test was given the device fixture under it, and its [cpu] copy ran on
+    CUDA machines; it is a finding now, kept as written, and the test stays as it was."""
+    source = """\
+        import pytest
+        import torch
+
+
+        @pytest.mark.skipif("not torch.cuda.is_available()", reason="needs CUDA")
+        def test_b():
+            x = torch.ones(2, device="cuda")
+            assert x.sum() == 2
+        """
+    assert unchanged(source)
+    found = left(source)
+    assert found[0].startswith('DC001 `@pytest.mark.skipif("not torch.cuda.is_available()", reason="needs CUDA")`')
+    assert "a condition in a string, which pytest evaluates" in found[0]
+    assert any(f.startswith("DC003") and "its gate (line 5) stays" in f for f in found)
+
+
 FSDP1_CHECKPOINT = """\
     import torch
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
