@@ -507,7 +507,9 @@ def pin_memory(host: Host, node: ast.Call, name: str) -> None:
     context = host.scope.context
     marks = _marks(host, context, capability) if context is not None else None
     if not marks:
-        _unfixed(host, item, f"no test here to carry requires_capability('{capability}')")
+        _unfixed(host, item, f"torch has no mark for requires_capability('{capability}'): convert with "
+                 "--target devcaps" if context is not None and context.mark_owner is not None
+                 and host.source.target == "torch" else f"no test here to carry requires_capability('{capability}')")
         return
     item.fixed(f"marked requires_capability('{capability}')", *marks)
 

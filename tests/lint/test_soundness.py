@@ -787,6 +787,27 @@ CUDA_GRAPH_TEST = """\
     """
 
 
+def test_pinned_memory_under_target_torch_says_torch_has_no_mark_for_it() -> None:
+    """A test that pins memory keeps it under --target torch, saying why: torch has no mark for
+    the capability (it used to say the file had no test to carry it); a helper has no test."""
+    source = """\
+        import torch
+
+
+        def test_pin():
+            assert torch.zeros(4).pin_memory().is_pinned()
+
+
+        def helper():
+            return torch.zeros(4).pin_memory()
+        """
+    assert unchanged(source, "torch")
+    test, helper = left(source, "torch")
+    assert "torch has no mark for requires_capability('runtime.pinned_memory')" in test
+    assert "no test here to carry requires_capability('runtime.pinned_memory')" in helper
+    assert "@pytest.mark.requires_capability" in fix(source)  # --target devcaps marks the test
+
+
 def test_a_graphs_gate_is_a_capability_and_torch_has_no_decorator_for_it() -> None:
     """test/dynamo/test_cudagraphs.py: TEST_CUDA_GRAPH is the graphs capability, which not every
     accelerator has (emu has none, nor MPS): --target torch kept "needs an accelerator", and the
