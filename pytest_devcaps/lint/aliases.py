@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pytest_devcaps.lint import rules
 from pytest_devcaps.lint.gating import FixedUses, classify, dotted, generic_atom, is_cuda_literal
 from pytest_devcaps.lint.items import Item
-from pytest_devcaps.lint.records import AddParameter, Edit, ReplaceExpr, ReplaceStatement
+from pytest_devcaps.lint.records import AddParameter, Edit, EnsureDeviceType, ReplaceExpr, ReplaceStatement
 from pytest_devcaps.lint.scopes import DeviceContext
 from pytest_devcaps.lint.source import SourceFile
 
@@ -172,8 +172,10 @@ def _decide(alias: Alias, source: SourceFile) -> None:
         for item, node, role, context in alias.uses:
             assert item is not None and context is not None
             edits: list[Edit] = [ReplaceExpr(source.span(node), "Name", alias.device.replacement(context, role))]
+            if context.source == "global":  # the module's device_type: defined once, after the imports
+                edits.append(EnsureDeviceType())
             if context.param_owner is not None:
-                edits.append(AddParameter(context.param_owner, context.name))
+                edits.append(AddParameter(context.param_owner, context.name, keyword_only=context.keyword_only))
             item.fixed("replaced by the test's device", *edits)
         alias.item.fixed("removed: every use now takes the device fixture",
                          ReplaceStatement(source.span(alias.statement), ""))

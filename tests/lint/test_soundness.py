@@ -326,6 +326,49 @@ def test_a_string_condition_is_a_kept_gate_and_its_test_stays() -> None:
     assert any(f.startswith("DC003") and "its gate (line 5) stays" in f for f in found)
 
 
+MODULE_DEVICE = {
+    "pytest": """\
+        import torch
+
+        DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+        def test_sum():
+            assert torch.ones(2, device=DEVICE).sum().item() == 2
+        """,
+    "unittest": """\
+        import unittest
+
+        import torch
+
+        DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+        class T(unittest.TestCase):
+            def test_sum(self):
+                assert torch.ones(2, device=DEVICE).sum().item() == 2
+        """,
+}
+
+
+@pytest.mark.parametrize("target", ["devcaps", "torch"])
+@pytest.mark.parametrize("style", sorted(MODULE_DEVICE))
+def test_a_module_device_whose_uses_take_the_modules_device_type_defines_it(style: str, target: str) -> None:
+    """``DEVICE = "cuda" if ... else "cpu"`` read where only the module's device_type is at hand
+    (a TestCase method, --target torch): the constant went and its uses read a device_type the
+    rewrite never defined (NameError on every machine)."""
+    out = fix(MODULE_DEVICE[style], target)
+    namespace: dict[str, object] = {}
+    exec(compile(out, "test_t.py", "exec"), namespace)
+    if style == "unittest":
+        namespace["T"]("test_sum").test_sum()  # type: ignore[operator]
+    elif "def test_sum(device)" in out:  # --target devcaps: the device fixture's [cpu] copy
+        namespace["test_sum"](namespace["torch"].device("cpu"))  # type: ignore[operator,attr-defined]
+    else:
+        namespace["test_sum"]()  # type: ignore[operator]
+    assert "device_type" not in out or "device_type = (" in out
+
+
 FSDP1_CHECKPOINT = """\
     import torch
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
