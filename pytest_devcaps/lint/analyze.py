@@ -17,7 +17,7 @@ from pytest_devcaps.lint.finder import NO_DEVICE_HELPER, Finder
 from pytest_devcaps.lint.gating import LocalGate, is_cuda_literal
 from pytest_devcaps.lint.helpers import threadable
 from pytest_devcaps.lint.items import Construct, Item, Residue, decide
-from pytest_devcaps.lint.libraries import accelerator_only_calls, libraries
+from pytest_devcaps.lint.libraries import accelerator_only_calls, libraries, stray_cuda_strings
 from pytest_devcaps.lint.records import (
     AddParameter, Analysis, Edit, EditCall, EnsureDeviceType, Finding, Hardware, RemoveUnusedImport, ReplaceExpr,
     Relayout, ReplaceStatement, Span, Target, explains, join_hardware,
@@ -128,8 +128,8 @@ def _round(parsed: SourceFile, index: RegionIndex, held: dict[Span, str], kept: 
         if any(item.suppressed for item in construct.items):
             construct.keep = "suppressed with # devcaps: allow"
     residues = [r for r in (i.residue for i in items) if r is not None] + libraries(parsed) \
-        + accelerator_only_calls(parsed) \
-        + _external_residue(index, external)
+        + accelerator_only_calls(parsed) + stray_cuda_strings(parsed, [i.span for i in items]) \
+        + _guarded_bindings(parsed, finder) + _external_residue(index, external)
     protected: list[Span] = []
     for construct in _innermost_first(finder.constructs, index):
         own = kept.get(_identity(construct))
@@ -142,6 +142,33 @@ def _round(parsed: SourceFile, index: RegionIndex, held: dict[Span, str], kept: 
             protected.extend(construct.anchors if construct.anchors is not None else ())
     _keep_cuda_classes(finder, index, residues, protected)
     return finder, items, residues, protected
+
+
+def _guarded_bindings(parsed: SourceFile, finder: Finder) -> list[Residue]:
+    """What a module-level device check guards: an import under it (``if torch.cuda.is_available():
+    from flash_attn import ...``; widened, a machine whose accelerator lacks the module fails to
+    collect the file), and every read, in a function, of a name it binds (``triton`` in a test
+    given the device fixture: its [cpu] copy meets a name that was never bound)."""
+    guards = [c.guard for c in finder.constructs if c.guard is not None and c.guard in parsed.tree.body]
+    found: list[Residue] = []
+    bound: dict[str, int] = {}
+    for guard in guards:
+        for node in (n for statement in guard.body for n in ast.walk(statement)):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                found.append(Residue(parsed.span(node), f"an import under the check of line {guard.lineno}"))
+                for alias in node.names:
+                    bound[(alias.asname or alias.name).split(".")[0]] = guard.lineno
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                bound[node.name] = guard.lineno
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                bound[node.id] = guard.lineno
+    if bound:
+        for function in ast.walk(parsed.tree):
+            if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                found += [Residue(parsed.span(n), f"{n.id}, bound only where the check of line {bound[n.id]} holds")
+                          for statement in function.body for n in ast.walk(statement)
+                          if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in bound]
+    return found
 
 
 def _layouts(parsed: SourceFile, items: list[Item], held: Mapping[Span, str], residues: list[Residue]) -> list[Item]:

@@ -2,14 +2,17 @@
 bitsandbytes, NVML, ...): not device checks to rewrite, but code that stays CUDA's, so a gate in
 front of it stays (:data:`pytest_devcaps.lint.rules.CUDA_ONLY_LIBRARIES`). Also FSDP1
 (``FullyShardedDataParallel``) built with no ``device_id``: it runs on the current accelerator and
-raises on CPU ranks, so the gate in front of it (``skip_if_lt_x_gpu``) stays."""
+raises on CPU ranks, so the gate in front of it (``skip_if_lt_x_gpu``) stays. And a CUDA device
+string the rewrite leaves where no finding is (``DEVICES.append("cuda")``)."""
 
 from __future__ import annotations
 
 import ast
 
-from pytest_devcaps.lint.gating import dotted
+from pytest_devcaps.lint.gating import dotted, is_cuda_literal
 from pytest_devcaps.lint.items import Residue
+from pytest_devcaps.lint.records import Span
+from pytest_devcaps.lint.regions import within
 from pytest_devcaps.lint.rules import CUDA_ONLY_LIBRARIES
 from pytest_devcaps.lint.source import SourceFile
 
@@ -84,3 +87,23 @@ def accelerator_only_calls(source: SourceFile) -> list[Residue]:
     return [Residue(source.span(node), FSDP1_NEEDS_AN_ACCELERATOR, "accelerator-only") for node in ast.walk(source.tree)
             if isinstance(node, ast.Call) and dotted(node.func) in names
             and not any(k.arg == "device_id" or k.arg is None for k in node.keywords)]
+
+
+def stray_cuda_strings(source: SourceFile, covered: list[Span]) -> list[Residue]:
+    """``"cuda"`` / ``"cuda:1"`` where no finding is, so the rewrite leaves it: a parametrize
+    list the test reads as strings, ``DEVICES.append("cuda")`` under a gate, ``pytest.param("cuda",
+    marks=...)``, a tolerance table's key. Code reading it runs on CUDA only, so a gate in front
+    of it stays. A comparison with it (``device == "cuda"``, ``device.type in ("cuda", "xpu")``)
+    answers False elsewhere: not one (an assertion that the type is one of them is --verify's
+    to catch)."""
+    compared = {id(element) for node in ast.walk(source.tree) if isinstance(node, ast.Compare)
+                for operand in (node.left, *node.comparators)
+                for element in (operand, *(operand.elts if isinstance(operand, (ast.Tuple, ast.List, ast.Set)) else ()))}
+    found = []
+    for node in ast.walk(source.tree):
+        if is_cuda_literal(node) and id(node) not in compared:
+            span = source.span(node)
+            if not any(within(span, c) for c in covered):
+                assert isinstance(node, ast.Constant)
+                found.append(Residue(span, f"{node.value!r}, a CUDA device no rewrite takes"))
+    return found

@@ -187,6 +187,14 @@ class RegionIndex:
                 self._reach(defined, self.class_of.get(id(defined)), found)
         for callee in self._callees(node, cls):
             self._reach(callee, self.class_of.get(id(callee), cls), found)
+        for decorator in node.decorator_list:
+            call = decorator if isinstance(decorator, ast.Call) else None
+            target = call.func if call is not None else decorator
+            name = target.attr if isinstance(target, ast.Attribute) else target.id if isinstance(target, ast.Name) else ""
+            if call is not None and name in ("parametrize", "fixture"):
+                found.setdefault(id(call), call)  # the values the test (or fixture) runs with
+            elif isinstance(target, ast.Name) and target.id in self.functions:
+                self._reach(self.functions[target.id], None, found)  # a wrapper the file defines runs it
         for child in (n for statement in node.body for n in ast.walk(statement)):  # not its decorators
             if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Load) and child.id in self.values:
                 value = self.values[child.id]

@@ -295,7 +295,25 @@ def uses_device_as_string(node: ast.AST) -> bool:
         if isinstance(child, ast.BinOp) and isinstance(child.op, ast.Add) and any(
                 isinstance(v, ast.Name) and v.id == "device" for v in (child.left, child.right)):
             return True
+        # ``device == "cpu"`` (a torch.device never equals a string in torch 2.13), ``device[-1]``,
+        # ``ATOL[device]`` / ``ATOL.get(device)`` (a torch.device is not the string key)
+        if isinstance(child, ast.Compare) and any(isinstance(op, (ast.Eq, ast.NotEq)) for op in child.ops) and any(
+                _is_device_name(a) for a in (child.left, *child.comparators)) and any(
+                isinstance(a, ast.Constant) and isinstance(a.value, str) for a in (child.left, *child.comparators)):
+            return True
+        if isinstance(child, ast.Subscript) and (_is_device_name(child.value) or _is_device_name(child.slice)):
+            return True
+        if isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute) and child.func.attr in DICT_LOOKUPS \
+                and any(_is_device_name(a) for a in child.args[:1]):
+            return True
     return False
+
+
+DICT_LOOKUPS = frozenset({"get", "setdefault", "pop"})
+
+
+def _is_device_name(node: ast.AST) -> bool:
+    return isinstance(node, ast.Name) and node.id == "device"
 
 
 def removable_device_parametrize(call: ast.Call | None, node: ast.AST | None = None) -> bool:

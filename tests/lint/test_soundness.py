@@ -369,6 +369,167 @@ def test_a_module_device_whose_uses_take_the_modules_device_type_defines_it(styl
     assert "device_type" not in out or "device_type = (" in out
 
 
+# Found by a hostile sweep (2026-12-07): each rewrite let code that runs on CUDA only (a device
+# string, a CUDA-only wrapper, a name bound only where CUDA is) run elsewhere, or gave a test that
+# reads its device as a string a torch.device; each file now stays as it was.
+KEPT_AS_WRITTEN = {
+    'a tolerance table keyed by the device string (test_tol)': """\
+        import pytest
+        import torch
+
+        ATOL = {"cpu": 1e-6, "cuda": 1e-3}
+
+
+        @pytest.mark.parametrize("device", ["cpu", "cuda"])
+        def test_matmul(device):
+            if device == "cuda" and not torch.cuda.is_available():
+                pytest.skip("CUDA not available")
+            a = torch.randn(8, 8, device=device)
+            torch.testing.assert_close(a @ torch.eye(8, device=device), a, atol=ATOL[device], rtol=0)
+        """,
+    "device == 'cpu' read from the device parametrization": """\
+        import pytest
+        import torch
+
+
+        @pytest.mark.parametrize("device", ["cpu", "cuda"])
+        def test_index(device):
+            if device == "cuda" and not torch.cuda.is_available():
+                pytest.skip("no cuda")
+            if device == "cpu":
+                pytest.skip("a CPU tensor has no device index")
+            x = torch.ones(3, device=device)
+            assert x.get_device() == 0
+        """,
+    "a branch on device == 'cuda' that the fixture would make dead": """\
+        import pytest
+        import torch
+
+
+        @pytest.mark.parametrize("device", ["cpu", "cuda"])
+        def test_alloc(device):
+            if device == "cuda" and not torch.cuda.is_available():
+                pytest.skip("no cuda")
+            x = torch.ones(1024, device=device)
+            if device == "cuda":
+                assert torch.cuda.memory_allocated() > 0
+            assert x.sum().item() == 1024
+        """,
+    'cuda:0 / cuda:1 read by subscript under a count gate': """\
+        import pytest
+        import torch
+
+
+        @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="2 GPUs")
+        @pytest.mark.parametrize("device", ["cuda:0", "cuda:1"])
+        def test_two(device):
+            x = torch.ones(2, device=device)
+            assert x.device.index == int(device[-1])
+
+
+        @pytest.mark.parametrize("device,dtype", [("cpu", torch.float32), ("cuda", torch.float16)])
+        def test_pairs(device, dtype):
+            if device == "cuda" and not torch.cuda.is_available():
+                pytest.skip("no cuda")
+            x = torch.ones(2, device=device, dtype=dtype)
+            assert x.sum().item() == 2
+        """,
+    'a wrapper the file defines calls CUDA-only code': """\
+        import pytest
+        import torch
+
+        requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA")
+
+
+        def with_nvtx(fn):
+            def wrapper(*args, **kwargs):
+                torch.cuda.nvtx.range_push(fn.__name__)
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    torch.cuda.nvtx.range_pop()
+            return wrapper
+
+
+        @requires_cuda
+        @with_nvtx
+        def test_deco():
+            x = torch.ones(2, device="cuda")
+            assert x.sum().item() == 2
+        """,
+    "pytest.param('cuda', marks=skipif(...)) in fixture params": """\
+        import pytest
+        import torch
+
+
+        @pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no cuda"))])
+        def dev(request):
+            return request.param
+
+
+        def test_ones(dev):
+            x = torch.ones(2, device=dev)
+            assert x.sum().item() == 2
+        """,
+    "DEVICES.append('cuda') under a module check": """\
+        import pytest
+        import torch
+
+        DEVICES = ["cpu"]
+        if torch.cuda.is_available():
+            DEVICES.append("cuda")
+
+
+        @pytest.mark.parametrize("dev", DEVICES)
+        def test_ones(dev):
+            x = torch.ones(2, device=dev)
+            assert x.sum().item() == 2
+        """,
+    'a test reads a name imported under a module check': """\
+        import pytest
+        import torch
+
+        if torch.cuda.is_available():
+            import triton
+            import triton.language as tl
+
+
+        @pytest.mark.skipif(not torch.cuda.is_available(), reason="requires CUDA")
+        def test_cdiv():
+            x = torch.ones(2, device="cuda")
+            assert triton.cdiv(x.numel(), 2) == 1
+        """,
+}
+
+
+@pytest.mark.parametrize("case", sorted(KEPT_AS_WRITTEN))
+def test_code_that_stays_cudas_keeps_its_gate_and_its_test(case: str) -> None:
+    assert unchanged(KEPT_AS_WRITTEN[case]), fix(KEPT_AS_WRITTEN[case])
+
+
+def test_an_import_under_a_module_check_keeps_the_check_and_the_tests_it_does_not_serve_gain() -> None:
+    """``if torch.cuda.is_available(): from flash_attn import ...``: widened, an accelerator
+    without flash_attn fails to collect the file. The check stays; a test that does not read the
+    name still converts."""
+    source = """\
+        import pytest
+        import torch
+
+        if torch.cuda.is_available():
+            from flash_attn import flash_attn_func
+
+
+        @pytest.mark.skipif(not torch.cuda.is_available(), reason="requires CUDA")
+        def test_add():
+            x = torch.ones(2, device="cuda")
+            assert x.sum().item() == 2
+        """
+    out = fix(source)
+    assert "if torch.cuda.is_available():\n    from flash_attn import flash_attn_func" in out
+    assert "def test_add(device):" in out
+    assert any("an import under the check of line" in f for f in left(source))
+
+
 FSDP1_CHECKPOINT = """\
     import torch
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
