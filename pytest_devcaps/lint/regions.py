@@ -251,8 +251,33 @@ class RegionIndex:
         if isinstance(last, EXITS) or _is_skip_call(last):
             block = self.block_of(statement)
             index = next(i for i, s in enumerate(block) if s is statement)
-            return self._spans(block[index + 1:])
+            rest = self._spans(block[index + 1:])
+            if isinstance(last, ast.Raise) or _is_skip_call(last):
+                return rest + self._callers(statement)
+            return rest
         return self._spans(statement.body)
+
+    def _callers(self, statement: ast.stmt) -> tuple[Span, ...]:
+        """A skip (or raise) in a helper ends the tests that call it: what runs in each caller
+        (and in the callers of a calling helper) is what the skip guards
+        (``_skip_if_no_cuda()`` first, then ``torch.cuda.get_device_name()`` in the test)."""
+        functions = [n for n in ast.walk(self.source.tree) if isinstance(n, Function)]
+        helper = next((f for f in functions if f.name and not f.name.startswith("test")
+                       and any(n is statement for n in ast.walk(f))), None)
+        found: dict[int, ast.AST] = {}
+        pending, seen = [helper] if helper is not None else [], set()
+        while pending:
+            current = pending.pop()
+            if id(current) in seen:
+                continue
+            seen.add(id(current))
+            for caller in functions:
+                if caller is not current and any(isinstance(n, ast.Call) and _calls(n.func, current.name)
+                                                 for n in ast.walk(caller)):
+                    self._reach(caller, self.class_of.get(id(caller)), found, entry=True)
+                    if not caller.name.startswith("test"):
+                        pending.append(caller)
+        return self._spans(found.values())
 
     def block_of(self, statement: ast.stmt) -> Sequence[ast.stmt]:
         """The statement list ``statement`` belongs to."""
@@ -273,6 +298,14 @@ class RegionIndex:
 def _is_test_class(cls: ast.ClassDef) -> bool:
     """A class that holds tests (its other tests are not what one of them runs)."""
     return any(isinstance(m, Function) and m.name.startswith("test") for m in cls.body)
+
+
+def _calls(func: ast.expr, name: str) -> bool:
+    """``func`` names ``name``: ``helper(...)``, ``self.helper(...)``, ``cls.helper(...)``."""
+    if isinstance(func, ast.Name):
+        return func.id == name
+    return isinstance(func, ast.Attribute) and func.attr == name and isinstance(func.value, ast.Name) \
+        and func.value.id in ("self", "cls")
 
 
 def _is_skip_call(statement: ast.stmt) -> bool:

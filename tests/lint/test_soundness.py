@@ -530,6 +530,74 @@ def test_an_import_under_a_module_check_keeps_the_check_and_the_tests_it_does_no
     assert any("an import under the check of line" in f for f in left(source))
 
 
+SKIPPING_HELPER = {
+    'a pytest helper': """\
+        import pytest
+        import torch
+
+
+        def _skip_if_no_cuda():
+            if not torch.cuda.is_available():
+                pytest.skip("CUDA is not available")
+
+
+        def test_name():
+            _skip_if_no_cuda()
+            x = torch.ones(2, device="cuda")
+            assert "NVIDIA" in torch.cuda.get_device_name(x.device)
+        """,
+    'a method': """\
+        import unittest
+        import torch
+
+
+        class TestMem(unittest.TestCase):
+            def _require_cuda(self):
+                if not torch.cuda.is_available():
+                    self.skipTest("needs CUDA")
+
+            def test_name(self):
+                self._require_cuda()
+                x = torch.ones(2, device="cuda")
+                self.assertTrue(torch.cuda.get_device_name(x.device))
+        """,
+    'a module helper given the test case': """\
+        import unittest
+        import torch
+
+
+        def require_gpu(tc):
+            if not torch.cuda.is_available():
+                tc.skipTest("needs a GPU")
+
+
+        class TestMem(unittest.TestCase):
+            def test_mem(self):
+                require_gpu(self)
+                x = torch.empty(1024, device="cuda")
+                torch.cuda.synchronize()
+                self.assertGreater(torch.cuda.memory_allocated(), 0)
+                self.assertTrue(torch.cuda.get_device_name(0))
+
+            def test_add(self):
+                require_gpu(self)
+                x = torch.ones(2, device="cuda")
+                self.assertEqual(x.sum().item(), 2)
+        """,
+}
+
+
+@pytest.mark.parametrize("form", sorted(SKIPPING_HELPER))
+def test_a_skip_in_a_helper_guards_what_its_callers_run(form: str) -> None:
+    """``_skip_if_no_cuda()`` (or ``self._require_cuda()``, ``require_gpu(self)``) first, then
+    ``torch.cuda.get_device_name()`` in the test: the helper's check guards the callers' code, so
+    it stays (widened, emu ran the CUDA call and failed where the test had skipped)."""
+    source = SKIPPING_HELPER[form]
+    out = fix(source)
+    assert "if not torch.cuda.is_available():" in out and "torch.accelerator.is_available()" not in out
+    assert any(f.startswith("DC001 `torch.cuda.is_available()`") and "get_device_name" in f for f in left(source))
+
+
 FSDP1_CHECKPOINT = """\
     import torch
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
