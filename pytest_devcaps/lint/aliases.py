@@ -61,6 +61,10 @@ def device_value(node: ast.expr) -> DeviceValue | None:
         return None if index == -1 else DeviceValue("device", index)
     if isinstance(node, ast.IfExp):
         return _conditional(node)
+    if isinstance(node, ast.Call) and dotted(node.func) in ("torch.device", "device") and len(node.args) == 1 \
+            and not node.keywords and isinstance(node.args[0], ast.IfExp):  # torch.device("cuda" if ... else "cpu")
+        chosen = _conditional(node.args[0])
+        return DeviceValue("device", None) if chosen is not None and chosen.index is None else None
     return None
 
 
@@ -91,6 +95,7 @@ class Alias:
     device: DeviceValue
     item: Item
     uses: list[tuple[Item | None, ast.Name, str | None, DeviceContext | None]] = field(default_factory=list)
+    pinned: str | None = None  # why the constant stays as it is
 
 
 class Aliases:
@@ -108,6 +113,11 @@ class Aliases:
             if alias is not None:
                 self.by_name[alias.name] = alias
                 owned.add(id(alias.value))
+        if self.by_name:
+            for name, line in _compared_with_another_device(source.tree).items():
+                if name in self.by_name:
+                    self.by_name[name].pinned = (f"line {line} compares it with another device's name: "
+                                                 "widened, it would change where that code runs")
 
     def _alias(self, statement: ast.stmt, counts: dict[str, int]) -> Alias | None:
         value = statement.value if isinstance(statement, (ast.Assign, ast.AnnAssign)) else None
@@ -153,6 +163,25 @@ class Aliases:
         return items
 
 
+def _compared_with_another_device(root: ast.AST) -> dict[str, int]:
+    """Names ``root`` compares with another device's name (``DEVICE == "cpu"``, ``DEVICE.type !=
+    "cpu"``), each with the first line doing so: true on a CPU-only machine before the rewrite,
+    false on an emu one after it, so such a constant stays (a comparison with ``"cuda"`` answers
+    the same once widened)."""
+    found: dict[str, int] = {}
+    for compare in (n for n in ast.walk(root) if isinstance(n, ast.Compare)):
+        operands = (compare.left, *compare.comparators)
+        if not any(isinstance(o, ast.Constant) and isinstance(o.value, str) and not is_cuda_literal(o)
+                   for o in operands):
+            continue
+        for operand in operands:
+            if isinstance(operand, ast.Attribute) and operand.attr == "type":
+                operand = operand.value
+            if isinstance(operand, ast.Name):
+                found[operand.id] = min(found.get(operand.id, compare.lineno), compare.lineno)
+    return found
+
+
 def _targets(statement: ast.stmt) -> list[str]:
     if isinstance(statement, ast.Assign):
         return [t.id for t in statement.targets if isinstance(t, ast.Name)]
@@ -166,6 +195,12 @@ def _decide(alias: Alias, source: SourceFile) -> None:
         return
     if alias.item.suppressed or any(item is not None and item.suppressed for item, *_ in alias.uses):
         alias.item.why = "suppressed with # devcaps: allow"
+        return
+    if alias.pinned is not None:
+        alias.item.why = alias.pinned
+        for item, *_ in alias.uses:
+            if item is not None:
+                item.why = item.why or f"the constant of line {alias.statement.lineno} stays: {alias.pinned}"
         return
     if alias.uses and all(item is not None and not item.frozen and context is not None
                           for item, _, _, context in alias.uses):

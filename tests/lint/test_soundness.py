@@ -499,6 +499,36 @@ KEPT_AS_WRITTEN = {
             x = torch.ones(2, device="cuda")
             assert triton.cdiv(x.numel(), 2) == 1
         """,
+    "DEVICE == 'cpu' skips a test that keeps CUDA-only code": """\
+        import pytest
+        import torch
+
+        DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+        def test_name():
+            if DEVICE == "cpu":
+                pytest.skip("needs a GPU")
+            x = torch.ones(2, device=DEVICE)
+            assert torch.cuda.get_device_name(x.device)
+
+
+        def test_sum():
+            x = torch.ones(2, device=DEVICE)
+            assert x.sum().item() == 2
+        """,
+    "DEVICE.type == 'cpu' on torch.device('cuda' if ... else 'cpu')": """\
+        import pytest
+        import torch
+
+        DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+        @pytest.mark.skipif(DEVICE.type == "cpu", reason="needs a GPU")
+        def test_name():
+            x = torch.ones(2, device=DEVICE)
+            assert torch.cuda.get_device_name(x.device)
+        """,
 }
 
 
