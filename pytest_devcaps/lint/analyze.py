@@ -14,7 +14,7 @@ from typing import Iterator, Mapping
 from pytest_devcaps import gate_table
 from pytest_devcaps.lint import layout
 from pytest_devcaps.lint.finder import NO_DEVICE_HELPER, Finder
-from pytest_devcaps.lint.gating import LocalGate, is_cuda_literal
+from pytest_devcaps.lint.gating import LocalGate, dotted, is_cuda_literal
 from pytest_devcaps.lint.helpers import threadable
 from pytest_devcaps.lint.items import Construct, Item, Residue, decide
 from pytest_devcaps.lint.libraries import accelerator_only_calls, libraries, stray_cuda_strings
@@ -129,7 +129,7 @@ def _round(parsed: SourceFile, index: RegionIndex, held: dict[Span, str], kept: 
             construct.keep = "suppressed with # devcaps: allow"
     residues = [r for r in (i.residue for i in items) if r is not None] + libraries(parsed) \
         + accelerator_only_calls(parsed) + stray_cuda_strings(parsed, [i.span for i in items]) \
-        + _guarded_bindings(parsed, finder) + _external_residue(index, external)
+        + _guarded_bindings(parsed, finder) + _dtypes_if_alone(parsed) + _external_residue(index, external)
     protected: list[Span] = []
     for construct in _innermost_first(finder.constructs, index):
         own = kept.get(_identity(construct))
@@ -142,6 +142,24 @@ def _round(parsed: SourceFile, index: RegionIndex, held: dict[Span, str], kept: 
             protected.extend(construct.anchors if construct.anchors is not None else ())
     _keep_cuda_classes(finder, index, residues, protected)
     return finder, items, residues, protected
+
+
+# CUDA-only where the class is instantiated for a device, whatever gate its test has
+AT_COLLECTION = "CUDA-only at collection"
+
+
+def _dtypes_if_alone(parsed: SourceFile) -> list[Residue]:
+    """``@dtypesIfCUDA(...)`` with no ``@dtypes`` on the test: instantiated for another device,
+    common_device_type raises "@dtypes is mandatory when using @dtypesIf" and the whole file
+    fails to collect, so the test stays CUDA's."""
+    found = []
+    for node in ast.walk(parsed.tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names = {dotted(d.func if isinstance(d, ast.Call) else d).rsplit(".", 1)[-1] for d in node.decorator_list}
+            if "dtypesIfCUDA" in names and "dtypes" not in names:
+                found.append(Residue(parsed.span(node), f"@dtypesIfCUDA with no @dtypes on {node.name}",
+                                     AT_COLLECTION))
+    return found
 
 
 def _guarded_bindings(parsed: SourceFile, finder: Finder) -> list[Residue]:
@@ -231,12 +249,13 @@ def _keep_cuda_classes(finder: Finder, index: RegionIndex, residues: list[Residu
         if cls is None or item.fix is None:
             continue
         region = index.of_class(cls)
-        left = [r for r in residues if within_any(r.span, region) and not any(within(r.span, p) for p in protected)]
+        left = [r for r in residues if within_any(r.span, region) and (
+            r.only == AT_COLLECTION or not any(within(r.span, p) for p in protected))]
         if left:
             first = min(left, key=lambda r: r.span)
             item.fix = None
             item.edits.clear()
-            cuda = first.only == "CUDA-only"
+            cuda = first.only.startswith("CUDA-only")
             item.hardware = "cuda" if cuda else "accelerator"
             whose = "the class is CUDA's" if cuda else "the class needs an accelerator"
             item.why = f"{whose}: line {first.span.line} is {first.only} ({first.what}); keep only_for"

@@ -514,9 +514,16 @@ def pin_memory(host: Host, node: ast.Call, name: str) -> None:
     item.fixed(f"marked requires_capability('{capability}')", *marks)
 
 
-def settings(host: Host, node: ast.Attribute, name: str) -> None:
+def settings(host: Host, node: ast.Attribute, name: str, called: bool = False) -> None:
     attr = name.split(".")[3] if name.count(".") >= 3 else ""
     leaf = name.rsplit(".", 1)[1]
+    if called and name in rules.CUDNN_QUERIES:
+        # ``torch.backends.cudnn.is_acceptable(x)`` is False for every tensor not on CUDA, and
+        # ``version()`` None where cuDNN is not: what the test asserts of them is CUDA's
+        item = host.add(node, "DC010", f"`{name}()` asks cuDNN", rules.CUDNN_QUERIES[name], "cuda", blocks=True)
+        host.own(node)
+        _unfixed(host, item, "cuDNN is CUDA's: a test asserting what it answers stays on CUDA")
+        return
     use = rules.SETTINGS_USE.get(leaf, rules.SETTINGS_USE.get(attr, rules.DEFAULT_SETTINGS_USE))
     item = host.add(node, "DC010", f"`{name}` is a CUDA/cuDNN setting", use, None)
     host.own(node)

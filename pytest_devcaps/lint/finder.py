@@ -257,11 +257,24 @@ class Finder(ast.NodeVisitor):
             item.why = "a gate outside a skip decorator or skip statement; ask devcaps.has(...) at run time"
 
     def visit_Compare(self, node: ast.Compare) -> None:
-        atom = None if id(node) in self.handled else classify(node, self.scope)
-        if atom is not None:
-            self._atom(atom)
-        else:
-            self.generic_visit(node)
+        operands = (node.left, *node.comparators)
+        indexed = next((o for o in operands if _indexed_cuda_device(o)), None)
+        if indexed is None or not any(isinstance(op, (ast.Eq, ast.NotEq)) for op in node.ops) or not any(
+                isinstance(n, ast.Attribute) and n.attr == "device" for o in operands if o is not indexed
+                for n in ast.walk(o)):
+            atom = None if id(node) in self.handled else classify(node, self.scope)
+            if atom is not None:
+                self._atom(atom)
+                return
+        elif id(node) not in self.handled:
+            text = " ".join(self.source.segment(indexed).split())
+            item = self.add(indexed, "DC003", f"compares with `{text}`, a CUDA device by its index",
+                            "the test's device and its own index (x.device == device)", "cuda", blocks=True)
+            item.why = ("a device's index means another thing elsewhere (a CPU tensor has none): the "
+                        "comparison stays CUDA's")
+            for child in ast.walk(indexed):
+                self.own(child)
+        self.generic_visit(node)
 
     def visit_Name(self, node: ast.Name) -> None:
         if id(node) in self.handled or not isinstance(node.ctx, ast.Load):
@@ -354,7 +367,9 @@ class Finder(ast.NodeVisitor):
         elif name.startswith(("torch.backends.cuda.", "torch.backends.cudnn.")) or name in (
                 "torch.backends.cuda", "torch.backends.cudnn"):
             if not self._reads_setting(node):
-                calls.settings(self, node, name)
+                statement = self.statements[-1] if self.statements else None
+                calls.settings(self, node, name, called=statement is not None and any(
+                    isinstance(n, ast.Call) and n.func is node for n in ast.walk(statement)))
         elif name == "torch.cuda" and calls.module_fallback(self, node, self._call_parent.get(id(node))):
             pass
         elif name == "torch.cuda" or name.startswith("torch.cuda.") and "()" not in name:
@@ -404,6 +419,8 @@ class Finder(ast.NodeVisitor):
         """``assert x.is_cuda`` / ``self.assertTrue(x.is_cuda)`` / ``assert x.device.type ==
         "cuda"``: "on the test's device" (device.type, device_type, self.device_type)."""
         context = self.context()
+        if isinstance(test, ast.Compare) and any(_indexed_cuda_device(o) for o in (test.left, *test.comparators)):
+            return False  # CUDA device 0 by its index: visit_Compare keeps it CUDA's
         found = _assert_rewrite(test, context) if context is not None else None
         if found is None or context is None:
             return False
@@ -422,6 +439,13 @@ class Finder(ast.NodeVisitor):
                 and rules.DEVICE_NAME.search(function.name):
             calls.mark_named(self, node.value, "named")
         self.generic_visit(node)
+
+
+def _indexed_cuda_device(node: ast.expr) -> bool:
+    """``"cuda:0"``, ``torch.device("cuda:1")``, ``torch.device("cuda", 0)``."""
+    if isinstance(node, ast.Call) and dotted(node.func) in ("torch.device", "device") and node.args:
+        return (len(node.args) == 2 and is_cuda_literal(node.args[0])) or _indexed_cuda_device(node.args[0])
+    return is_cuda_literal(node) and ":" in node.value  # type: ignore[attr-defined]
 
 
 # torch.cuda functions that answer on any machine (False, 0) rather than raise without CUDA.

@@ -758,6 +758,12 @@ SETTINGS_USE: dict[str, str] = {
     "allow_fp16_reduced_precision_reduction": "a CUDA-only matmul setting: set it only when device.type == 'cuda'",
     "allow_bf16_reduced_precision_reduction": "a CUDA-only matmul setting: set it only when device.type == 'cuda'",
 }
+# cuDNN's answers (torch/backends/cudnn/__init__.py): is_acceptable() is False for a tensor not on
+# CUDA, version() None where cuDNN is not; a test asserting them is about CUDA
+CUDNN_QUERIES: dict[str, str] = {
+    "torch.backends.cudnn.is_acceptable": "keep the test CUDA's (requires_capability for the feature it needs elsewhere)",
+    "torch.backends.cudnn.version": "keep the test CUDA's, or requires_capability('attention.cudnn') for cuDNN attention",
+}
 DEFAULT_SETTINGS_USE = "a device-generic setting (torch.backends.fp32_precision, torch.use_deterministic_algorithms)"
 
 # ------------------------------------------------------------------------------------------

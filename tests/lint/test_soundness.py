@@ -529,6 +529,64 @@ KEPT_AS_WRITTEN = {
             x = torch.ones(2, device=DEVICE)
             assert torch.cuda.get_device_name(x.device)
         """,
+    'onlyCUDA over a test asserting what cuDNN answers': """\
+        import torch
+        from torch.testing._internal.common_device_type import (
+            instantiate_device_type_tests, onlyCUDA, skipCUDAIfNoCudnn,
+        )
+        from torch.testing._internal.common_utils import TestCase, run_tests
+
+
+        class TestConv(TestCase):
+            @onlyCUDA
+            @skipCUDAIfNoCudnn
+            def test_cudnn_acceptable(self, device):
+                x = torch.randn(1, 1, 4, 4, device=device)
+                self.assertTrue(torch.backends.cudnn.is_acceptable(x))
+
+
+        instantiate_device_type_tests(TestConv, globals())
+
+        if __name__ == "__main__":
+            run_tests()
+        """,
+    'dtypesIfCUDA with no dtypes (other devices fail to collect)': """\
+        import torch
+        from torch.testing._internal.common_device_type import (
+            dtypesIfCUDA, instantiate_device_type_tests, onlyCUDA,
+        )
+        from torch.testing._internal.common_utils import TestCase, run_tests
+
+
+        class TestOps(TestCase):
+            @onlyCUDA
+            @dtypesIfCUDA(torch.half, torch.bfloat16)
+            def test_half(self, device, dtype):
+                x = torch.ones(4, device=device, dtype=dtype)
+                self.assertEqual(x.sum().item(), 4)
+
+
+        instantiate_device_type_tests(TestOps, globals(), only_for="cuda")
+
+        if __name__ == "__main__":
+            run_tests()
+        """,
+    'a device compared with CUDA device 0 by its index': """\
+        import pytest
+        import torch
+
+
+        @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA")
+        def test_str():
+            x = torch.ones(2, device="cuda")
+            assert str(x.device) == "cuda:0"
+
+
+        @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA")
+        def test_devobj():
+            x = torch.ones(2).cuda()
+            assert x.device == torch.device("cuda:0")
+        """,
 }
 
 
