@@ -48,6 +48,8 @@ class Host(Protocol):
 
     def param_edits(self, context: DeviceContext, *fixtures: str) -> list[Edit]: ...
 
+    def call_of(self, argument: ast.AST) -> ast.Call | None: ...
+
 
 def assign_roles(host: Host, node: ast.Call) -> None:
     """Say which arguments of ``node`` are devices, device types or distributed backends."""
@@ -311,9 +313,19 @@ def cuda_amp(host: Host, node: ast.Call, name: str) -> None:
     if context is None or target is None or node.args:
         _unfixed(host, item, None if context is None else "pass the device type explicitly")
         return
+    keywords = _cuda_autocast_dtype(node, target.split(".")[0]) if attr == "autocast" else ()
     item.fixed(f"replaced by {target}({context.expr('type')}, ...)",
-               EditCall(host.source.span(node), func=target, prepend=(context.expr("type"),)),
+               EditCall(host.source.span(node), func=target, prepend=(context.expr("type"),), keywords=keywords),
                *host.param_edits(context))
+
+
+def _cuda_autocast_dtype(call: ast.Call, torch_name: str) -> tuple[tuple[str, str], ...]:
+    """CUDA autocasts to float16 unless told otherwise, the CPU (and others) to bfloat16
+    (``torch.get_autocast_dtype``): a CUDA autocast given another device type keeps CUDA's
+    dtype, or the test's float16 assertions fail on its other copies (CUDA's included)."""
+    if any(k.arg in ("dtype", None) for k in call.keywords) or len(call.args) > 1:
+        return ()
+    return (("dtype", f"{torch_name}.float16"),)
 
 
 def _literal_index(arg: ast.expr) -> bool:
@@ -455,8 +467,13 @@ def literal(host: Host, node: ast.Constant, role: str | None) -> None:
         code_text = f"torch.device({context.expr('type')}, {index})"
     else:
         code_text = context.expr("device")
-    item.fixed(f"replaced by {code_text}", ReplaceExpr(host.source.span(node), "Constant", code_text),
-               *host.param_edits(context))
+    edits: list[Edit] = [ReplaceExpr(host.source.span(node), "Constant", code_text), *host.param_edits(context)]
+    call = host.call_of(node)
+    if role == "amp" and call is not None and last_name(call.func) == "autocast":
+        keywords = _cuda_autocast_dtype(call, dotted(call.func).split(".")[0] if "." in dotted(call.func) else "torch")
+        if keywords:
+            edits.append(EditCall(host.source.span(call), keywords=keywords))
+    item.fixed(f"replaced by {code_text}", *edits)
 
 
 def nccl(host: Host, node: ast.Constant, role: str | None, call: ast.Call | None) -> None:

@@ -172,6 +172,10 @@ class Finder(ast.NodeVisitor):
         top = self.scopes[1] if len(self.scopes) > 1 else None
         return top.key[0] if top is not None and top.kind == "function" and top.key else None
 
+    def call_of(self, argument: ast.AST) -> ast.Call | None:
+        """The call ``argument`` is passed to (visited already: calls come before their arguments)."""
+        return self._call_parent.get(id(argument))
+
     def param_edits(self, context: DeviceContext, *fixtures: str) -> list[Edit]:
         edits: list[Edit] = [EnsureDeviceType()] if context.source == "global" else []
         if context.param_owner is not None:

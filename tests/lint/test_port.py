@@ -62,7 +62,7 @@ def method(line: str, gate: str = "") -> str:
     ("torch.ones(2).cuda(rank)", "torch.ones(2).to(torch.device(device_type, rank))"),
     ('torch.ones(2, device="cuda")', "torch.ones(2, device=device_type)"),
     ('torch.ones(2, device=f"cuda:{rank}")', 'torch.ones(2, device=f"{device_type}:{rank}")'),
-    ("torch.cuda.amp.autocast()", "torch.autocast(device_type)"),
+    ("torch.cuda.amp.autocast()", "torch.autocast(device_type, dtype=torch.float16)"),
 ])
 def test_testcase_call_becomes_device_generic(cuda: str, accelerator: str) -> None:
     out = fix(method(f"x = {cuda}"))
@@ -103,7 +103,7 @@ def test_device_type_class_uses_its_device_and_device_type() -> None:
            "    def test_b(self):\n        y = torch.ones(1).cuda()\n\n\n"
            "instantiate_device_type_tests(T, globals())\n")
     out = fix(src)
-    assert 'torch.ones(1, device=device)' in out and "torch.autocast(self.device_type)" in out
+    assert 'torch.ones(1, device=device)' in out and "torch.autocast(self.device_type, dtype=torch.float16)" in out
     assert "torch.ones(1).to(self.device_type)" in out and DEVICE_TYPE not in out
 
 

@@ -686,6 +686,32 @@ def test_a_skip_in_a_helper_guards_what_its_callers_run(form: str) -> None:
     assert any(f.startswith("DC001 `torch.cuda.is_available()`") and "get_device_name" in f for f in left(source))
 
 
+@pytest.mark.parametrize("target", ["devcaps", "torch"])
+@pytest.mark.parametrize("autocast", ['torch.autocast("cuda")', "torch.cuda.amp.autocast()"])
+def test_a_cuda_autocast_keeps_cudas_float16_on_every_device(autocast: str, target: str) -> None:
+    """CUDA autocasts to float16 by default, the CPU to bfloat16: given the test's device type,
+    the autocast says float16, or the test's float16 assertion fails on its [cpu] copy."""
+    source = f"""\
+        import pytest
+        import torch
+
+
+        @pytest.mark.skipif(not torch.cuda.is_available(), reason="requires CUDA")
+        def test_autocast_linear():
+            model = torch.nn.Linear(8, 8).cuda()
+            with {autocast}:
+                out = model(torch.randn(4, 8, device="cuda"))
+            assert out.dtype == torch.float16
+        """
+    out = fix(source, target)
+    assert "with torch.autocast(device" in out and "dtype=torch.float16)" in out
+    namespace: dict[str, object] = {}
+    exec(compile(out, "test_t.py", "exec"), namespace)
+    torch_module = namespace["torch"]
+    if target == "devcaps":
+        namespace["test_autocast_linear"](torch_module.device("cpu"))  # type: ignore[operator,attr-defined]
+
+
 FSDP1_CHECKPOINT = """\
     import torch
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
