@@ -8,6 +8,7 @@ string the rewrite leaves where no finding is (``DEVICES.append("cuda")``)."""
 from __future__ import annotations
 
 import ast
+import re
 
 from pytest_devcaps.lint.gating import dotted, is_cuda_literal
 from pytest_devcaps.lint.items import Residue
@@ -89,6 +90,10 @@ def accelerator_only_calls(source: SourceFile) -> list[Residue]:
             and not any(k.arg == "device_id" or k.arg is None for k in node.keywords)]
 
 
+# ``x.type() == "torch.cuda.FloatTensor"``: the legacy type name says where the tensor is
+LEGACY_CUDA_TYPE = re.compile(r"^torch\.cuda\.[A-Za-z]+Tensor$")
+
+
 def stray_cuda_strings(source: SourceFile, covered: list[Span]) -> list[Residue]:
     """``"cuda"`` / ``"cuda:1"`` where no finding is, so the rewrite leaves it: a parametrize
     list the test reads as strings, ``DEVICES.append("cuda")`` under a gate, ``pytest.param("cuda",
@@ -101,7 +106,9 @@ def stray_cuda_strings(source: SourceFile, covered: list[Span]) -> list[Residue]
                 for element in (operand, *(operand.elts if isinstance(operand, (ast.Tuple, ast.List, ast.Set)) else ()))}
     found = []
     for node in ast.walk(source.tree):
-        if is_cuda_literal(node) and id(node) not in compared:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and LEGACY_CUDA_TYPE.match(node.value):
+            found.append(Residue(source.span(node), f"{node.value!r}, a CUDA tensor type's name"))
+        elif is_cuda_literal(node) and id(node) not in compared:
             span = source.span(node)
             if not any(within(span, c) for c in covered):
                 assert isinstance(node, ast.Constant)

@@ -587,6 +587,28 @@ KEPT_AS_WRITTEN = {
             x = torch.ones(2).cuda()
             assert x.device == torch.device("cuda:0")
         """,
+    "a legacy CUDA tensor type's name": """\
+        import pytest
+        import torch
+
+
+        @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA")
+        def test_legacy_type():
+            x = torch.ones(2).type(torch.cuda.FloatTensor)
+            assert x.sum().item() == 2
+
+
+        @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA")
+        def test_isinstance():
+            x = torch.ones(2, device="cuda")
+            assert isinstance(x, torch.cuda.FloatTensor)
+
+
+        @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA")
+        def test_type_str():
+            x = torch.ones(2, device="cuda")
+            assert x.type() == "torch.cuda.FloatTensor"
+        """,
 }
 
 
