@@ -149,9 +149,11 @@ AT_COLLECTION = "CUDA-only at collection"
 
 
 def _dtypes_if_alone(parsed: SourceFile) -> list[Residue]:
-    """``@dtypesIfCUDA(...)`` with no ``@dtypes`` on the test: instantiated for another device,
-    common_device_type raises "@dtypes is mandatory when using @dtypesIf" and the whole file
-    fails to collect, so the test stays CUDA's."""
+    """``@dtypesIfCUDA(...)`` on a test: the dtypes another device would run it with (its
+    ``@dtypes``) have not run where the test was CUDA's, and what it asserts may be CUDA's
+    dtypes: it stays CUDA's. With no ``@dtypes`` at all, instantiating it for another device
+    raises "@dtypes is mandatory when using @dtypesIf" and the whole file fails to collect, so
+    then its class's ``only_for="cuda"`` stays as well."""
     found = []
     for node in ast.walk(parsed.tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -159,6 +161,8 @@ def _dtypes_if_alone(parsed: SourceFile) -> list[Residue]:
             if "dtypesIfCUDA" in names and "dtypes" not in names:
                 found.append(Residue(parsed.span(node), f"@dtypesIfCUDA with no @dtypes on {node.name}",
                                      AT_COLLECTION))
+            elif "dtypesIfCUDA" in names:
+                found.append(Residue(parsed.span(node), f"@dtypesIfCUDA on {node.name}: its @dtypes never ran"))
     return found
 
 
