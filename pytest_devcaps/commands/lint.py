@@ -85,10 +85,11 @@ def _fix_one(analysis: Analysis, target: Target, err: TextIO,
         err.write(f"devcaps: error: {exc}\n")
         return None
     from pytest_devcaps.lint.conftests import cuda_only_fixtures
+    from pytest_devcaps.lint.project_imports import lazy_imports
 
     try:
-        return fix_text(text, analysis.path, target,
-                        external_fixtures=cuda_only_fixtures(Path(analysis.path))), snapshot
+        return fix_text(text, analysis.path, target, external_fixtures=cuda_only_fixtures(Path(analysis.path)),
+                        imported=lazy_imports(Path(analysis.path))), snapshot
     except FixError as exc:
         err.write(f"devcaps: error: {exc}\n")
         return None

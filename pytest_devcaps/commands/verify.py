@@ -30,7 +30,9 @@ from pytest_devcaps._util.environ import ENV_EMU_DEVICES
 from pytest_devcaps.commands.verify_match import Change, Comparison, compare
 from pytest_devcaps.commands.verify_runs import RunResult, converted_copy, run_pytest
 from pytest_devcaps.lint.analyze import function_qualnames
+from pytest_devcaps.lint.conftests import cuda_only_fixtures
 from pytest_devcaps.lint.fix import FixError, fix_text
+from pytest_devcaps.lint.project_imports import lazy_imports
 from pytest_devcaps.lint.records import Target
 
 #: Rounds of convert-and-verify per file before every rewrite of it is undone.
@@ -157,9 +159,12 @@ def _verify(path: Path, before: str, target: Target, envs: list[Environment], de
             return
         originals[environment.name] = run
     defined = {name for name, _ in function_qualnames(ast.parse(before))}
+    # what the first --fix was given (commands.lint): a re-fix that undoes a test is that fix, less the test
+    fixtures, imported = cuda_only_fixtures(path), lazy_imports(path)
     for verdict.rounds in range(1, MAX_ROUNDS + 1):
         try:
-            after = fix_text(before, str(path), target, frozenset(verdict.untouched)).after
+            after = fix_text(before, str(path), target, frozenset(verdict.untouched),
+                             external_fixtures=fixtures, imported=imported).after
         except FixError as exc:
             verdict.notes.append(f"{exc}")
             return

@@ -18,6 +18,8 @@ Modules, one job each (``docs/ARCHITECTURE.md`` says each one's job in a line):
 - ``regions``     what a gate guards
 - ``libraries``   calls into CUDA-only libraries: residue that keeps a gate
 - ``conftests``   the CUDA-only fixtures a test file gets from its conftest.py files
+- ``imported_uses`` where a test file runs the CUDA-only names it imports (residue)
+- ``project_imports`` which names a test file imports from its project's modules are CUDA-only
 - ``layout``      ``--target torch``: each test class's TEST_LINTER layout
 - ``relayout``    writing those layouts with LibCST
 - ``finder``      the syntax-tree walk that uses the modules above
@@ -38,6 +40,7 @@ from typing import Iterable, Sequence
 
 from pytest_devcaps.lint.analyze import Classification, analyze, classify_file, unreadable
 from pytest_devcaps.lint.conftests import cuda_only_fixtures
+from pytest_devcaps.lint.project_imports import lazy_imports
 from pytest_devcaps.lint.records import Analysis, Finding, Target
 from pytest_devcaps.lint.source import LintInputError, iter_python_files, read_text
 
@@ -51,11 +54,13 @@ def lint_source(source: str, path: str = "<string>") -> list[Finding]:
 
 
 def analyze_path(path: Path, target: Target = "devcaps") -> Analysis:
-    """One file, with the CUDA-only fixtures its conftest.py files give its tests."""
+    """One file, with the CUDA-only fixtures its conftest.py files give its tests and the CUDA-only
+    names it imports from its project's modules."""
     text = read_text(path)
     if isinstance(text, tuple):
         return unreadable(path.as_posix(), *text)
-    return analyze(text, path.as_posix(), target, external_fixtures=cuda_only_fixtures(path))
+    return analyze(text, path.as_posix(), target, external_fixtures=cuda_only_fixtures(path),
+                   imported=lazy_imports(path))
 
 
 def analyze_paths(paths: Iterable[str | Path], exclude: Sequence[str] = (),

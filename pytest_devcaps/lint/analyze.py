@@ -8,19 +8,36 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
-
-from typing import Iterator, Mapping
+from typing import Callable, Iterator, Mapping
 
 from pytest_devcaps import gate_table
 from pytest_devcaps.lint import layout
 from pytest_devcaps.lint.finder import NO_DEVICE_HELPER, Finder
 from pytest_devcaps.lint.gating import LocalGate, dotted, is_cuda_literal
 from pytest_devcaps.lint.helpers import threadable
+from pytest_devcaps.lint.imported_uses import ImportedNames, cuda_only_uses
 from pytest_devcaps.lint.items import Construct, Item, Residue, decide
-from pytest_devcaps.lint.libraries import accelerator_only_calls, libraries, stray_cuda_strings
+from pytest_devcaps.lint.libraries import (
+    accelerator_only_calls,
+    libraries,
+    stray_cuda_strings,
+)
 from pytest_devcaps.lint.records import (
-    AddParameter, Analysis, Edit, EditCall, EnsureDeviceType, Finding, Hardware, RemoveUnusedImport, ReplaceExpr,
-    Relayout, ReplaceStatement, Span, Target, explains, join_hardware,
+    AddParameter,
+    Analysis,
+    Edit,
+    EditCall,
+    EnsureDeviceType,
+    Finding,
+    Hardware,
+    Relayout,
+    RemoveUnusedImport,
+    ReplaceExpr,
+    ReplaceStatement,
+    Span,
+    Target,
+    explains,
+    join_hardware,
 )
 from pytest_devcaps.lint.regions import RegionIndex, within, within_any
 from pytest_devcaps.lint.resolution import resolving
@@ -58,20 +75,24 @@ def unreadable(path: str, line: int, column: int, why: str) -> Analysis:
 
 def analyze(text: str, path: str = "<string>", target: Target = "devcaps", *,
             untouched: frozenset[str] = frozenset(),
-            external_fixtures: Mapping[str, str] | None = None) -> Analysis:
+            external_fixtures: Mapping[str, str] | None = None,
+            imported: Callable[[], ImportedNames] | None = None) -> Analysis:
     """The findings of one file and the edits ``--fix`` makes in ``target``'s vocabulary.
 
     ``untouched``: tests (``TestX.test_a`` / ``test_b``) whose code the rewrite leaves as it is,
     gates included (``--verify`` undoing a rewrite that made a test worse); ``external_fixtures``:
     fixtures this file's tests request from a ``conftest.py``, with why each is CUDA-only
-    (:func:`pytest_devcaps.lint.conftests.cuda_only_fixtures`)."""
+    (:func:`pytest_devcaps.lint.conftests.cuda_only_fixtures`); ``imported``: gives what this
+    file imports from its project's modules that is CUDA-only to run, called only where the file
+    has a gate to decide (:func:`pytest_devcaps.lint.project_imports.lazy_imports`)."""
     parsed = parse_source(text, path)
     if not isinstance(parsed, SourceFile):
         return unreadable(path, *parsed)
     parsed.target = target
     try:
         with resolving(parsed.tree):
-            return _analyze(parsed, path, untouched, dict(external_fixtures or {}))
+            return _analyze(parsed, path, untouched, dict(external_fixtures or {}),
+                            imported or ImportedNames)
     except RecursionError:  # the walks are recursive: one DC000 for the file, never a traceback
         return unreadable(path, 1, 1, TOO_DEEP)
 
@@ -84,14 +105,15 @@ NEUTRAL_EDITS = (ReplaceExpr, EditCall, ReplaceStatement, RemoveUnusedImport, En
 UNTOUCHED = "left as it was: --verify undid its rewrite"
 
 
-def _analyze(parsed: SourceFile, path: str, untouched: frozenset[str], external: dict[str, str]) -> Analysis:
+def _analyze(parsed: SourceFile, path: str, untouched: frozenset[str], external: dict[str, str],
+             imported: Callable[[], ImportedNames]) -> Analysis:
     """Read the file, decide every gate, and hold (leave as they are) the regions of the gates
     that stay; read again until no more gates stay (holding code only adds CUDA-only residue)."""
     index = RegionIndex(parsed)
     held: dict[Span, str] = {span: UNTOUCHED for span in _untouched_spans(parsed, index, untouched)}
     kept: dict[tuple[str, Span], str] = {}
     for _ in range(MAX_HOLD_ROUNDS):
-        finder, items, residues, protected = _round(parsed, index, held, kept, external)
+        finder, items, residues, protected = _round(parsed, index, held, kept, external, imported)
         grown = _held_regions(finder, index, held, kept)
         grown = _hold_parametrized(items, index, residues, protected, held) or grown
         if not grown:
@@ -109,7 +131,8 @@ def _analyze(parsed: SourceFile, path: str, untouched: frozenset[str], external:
 
 
 def _round(parsed: SourceFile, index: RegionIndex, held: dict[Span, str], kept: dict[tuple[str, Span], str],
-           external: dict[str, str]) -> tuple[Finder, list[Item], list[Residue], list[Span]]:
+           external: dict[str, str],
+           imported: Callable[[], ImportedNames]) -> tuple[Finder, list[Item], list[Residue], list[Span]]:
     finder = _find(parsed, frozenset(held))
     gates = [i for construct in finder.constructs for i in construct.items]
     for item in finder.items + finder.aliases.items() + gates:
@@ -129,7 +152,8 @@ def _round(parsed: SourceFile, index: RegionIndex, held: dict[Span, str], kept: 
             construct.keep = "suppressed with # devcaps: allow"
     residues = [r for r in (i.residue for i in items) if r is not None] + libraries(parsed) \
         + accelerator_only_calls(parsed) + stray_cuda_strings(parsed, [i.span for i in items]) \
-        + _guarded_bindings(parsed, finder) + _dtypes_if_alone(parsed) + _external_residue(index, external)
+        + _guarded_bindings(parsed, finder) + _dtypes_if_alone(parsed) + _external_residue(index, external) \
+        + ([Residue(span, what) for span, what in cuda_only_uses(parsed, imported())] if finder.constructs else [])
     protected: list[Span] = []
     for construct in _innermost_first(finder.constructs, index):
         own = kept.get(_identity(construct))

@@ -9,13 +9,12 @@ that fails off CUDA is CUDA-only, fixable or not; fix the conftest first, then t
 
 from __future__ import annotations
 
-import ast
 import functools
 from pathlib import Path
 
 from pytest_devcaps.lint.regions import RegionIndex, within_any
 from pytest_devcaps.lint.rules import RULES
-from pytest_devcaps.lint.source import SourceFile, parse_source, read_text
+from pytest_devcaps.lint.source import Point, SourceFile, parse_source, read_text
 
 ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", "tox.ini", "pytest.ini", ".git")
 MAX_LEVELS = 32
@@ -66,17 +65,8 @@ def _judge(path: str, stamp: int) -> dict[str, str]:
     for name, fixture in index.fixtures.items():
         region = index.of_function(fixture)
         for finding in bad:
-            spot = parsed.span(_Point(finding.line, finding.column - 1))
+            spot = parsed.span(Point(finding.line, finding.column - 1))
             if within_any(spot, region):
                 verdicts[name] = f"{Path(path).name}:{finding.line} {finding.code} ({finding.message.split(';')[0]})"
                 break
     return verdicts
-
-
-class _Point(ast.AST):
-    """A position as an ast node (``SourceFile.span`` reads lineno / col_offset)."""
-
-    def __init__(self, line: int, column: int) -> None:
-        super().__init__()
-        self.lineno = self.end_lineno = line
-        self.col_offset = self.end_col_offset = column

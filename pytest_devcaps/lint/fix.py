@@ -9,11 +9,12 @@ import difflib
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Collection, Iterable, Mapping
+from typing import Callable, Collection, Iterable, Mapping
 
 from pytest_devcaps.errors import DevcapsError
 from pytest_devcaps.lint.analyze import analyze
 from pytest_devcaps.lint.codemod import apply_edits
+from pytest_devcaps.lint.imported_uses import ImportedNames
 from pytest_devcaps.lint.records import Analysis, Finding, Target
 
 MAX_ROUNDS = 4
@@ -103,14 +104,16 @@ def _keep_final_cr(before: str, after: str) -> str:
 
 def fix_text(text: str, path: str = "<string>", target: Target = "devcaps",
              untouched: Collection[str] = (), *,
-             external_fixtures: Mapping[str, str] | None = None) -> FixResult:
+             external_fixtures: Mapping[str, str] | None = None,
+             imported: Callable[[], ImportedNames] | None = None) -> FixResult:
     """The rewritten text and what is left; raises FixError rather than return broken code.
     ``untouched`` (functions left as they are, with the gates they depend on: ``--verify``
-    undoing a rewrite) and ``external_fixtures`` as for :func:`~pytest_devcaps.lint.analyze.analyze`."""
+    undoing a rewrite), ``external_fixtures`` and ``imported`` as for :func:`~pytest_devcaps.lint.analyze.analyze`."""
     kept = frozenset(untouched)
 
     def read(source: str) -> Analysis:
-        return analyze(source, path, target, untouched=kept, external_fixtures=external_fixtures)
+        return analyze(source, path, target, untouched=kept, external_fixtures=external_fixtures,
+                       imported=imported)
 
     first = read(text)
     current, analysis = text, first  # ``analysis`` is always the one of ``current``

@@ -144,6 +144,13 @@ class RegionIndex:
         self._reach(node, self.class_of.get(id(node)), found, entry=True)
         return self._spans(found.values())
 
+    def of_call(self, node: ast.FunctionDef | ast.AsyncFunctionDef, cls: ast.ClassDef | None = None) -> tuple[Span, ...]:
+        """What runs when ``node`` is called (a helper, a method of ``cls``): not a test's entry,
+        so not its class's hooks."""
+        found: dict[int, ast.AST] = {}
+        self._reach(node, cls if cls is not None else self.class_of.get(id(node)), found)
+        return self._spans(found.values())
+
     def of_class(self, cls: ast.ClassDef) -> tuple[Span, ...]:
         found: dict[int, ast.AST] = {id(cls): cls}
         for member in cls.body:

@@ -200,3 +200,12 @@ def iter_python_files(paths: Iterable[str | Path], exclude: Sequence[str] = ()) 
             if any(fnmatch.fnmatch(text, pattern) or fnmatch.fnmatch(path.name, pattern) for pattern in exclude):
                 continue
             yield path
+
+
+class Point(ast.AST):
+    """A position as an ast node (``SourceFile.span`` reads lineno / col_offset)."""
+
+    def __init__(self, line: int, column: int) -> None:
+        super().__init__()
+        self.lineno = self.end_lineno = line
+        self.col_offset = self.end_col_offset = column
