@@ -8,10 +8,13 @@ file never rewrites the modules it imports): a function, or a method, whose code
 reaches in its own module) has a finding that fails off CUDA, or calls a CUDA-only library, is
 CUDA-only, fixable or not; fix that module first, then the tests that import it.
 
-A module is the project's when it resolves to a file under the project root (the first folder up
-from the test file with a pyproject.toml, setup.cfg, setup.py, tox.ini, pytest.ini or .git):
-relative imports from the test file's package, absolute ones from the test file's folder or a
-folder above it (pytest's ``rootdir`` / ``prepend`` import modes put those on ``sys.path``).
+A module is the tests' own when it resolves to a file under the project root (the first folder up
+from the test file with a pyproject.toml, setup.cfg, setup.py, tox.ini, pytest.ini or .git) in the
+test file's top folder (``tests/``), or at the root itself: relative imports from the test file's
+package, absolute ones from the test file's folder or a folder above it (pytest's ``rootdir`` /
+``prepend`` import modes put those on ``sys.path``). The package under test (``src/``, ``mylib/``
+beside ``tests/``) is not read: its CUDA branches follow the device a test gives them, and it is
+what the lint's findings in the tests are about, as an installed package is.
 ``torch`` is never the project's module here: PyTorch's own test helpers
 (``torch.testing._internal``) are what the lint's gate table describes. ``from m import *`` is not
 followed (what it binds is not written in the file).
@@ -69,9 +72,18 @@ def module_file(test_file: Path, module: str | None, level: int, root: Path) -> 
         stem = base.joinpath(*parts) if parts else base
         for candidate in (stem.with_name(stem.name + ".py") if parts else None, stem / "__init__.py"):
             if candidate is not None and candidate.is_file() and candidate.resolve() != test_file.resolve() \
-                    and candidate.resolve().is_relative_to(root):
+                    and _beside_the_tests(candidate.resolve(), test_file.resolve(), root):
                 return candidate.resolve()
     return None
+
+
+def _beside_the_tests(module: Path, test_file: Path, root: Path) -> bool:
+    """``module`` is the tests' own: under the root, in the same top folder as ``test_file``
+    (``tests/common/gpu_utils.py`` for ``tests/unit/test_a.py``), or a file at the root itself."""
+    if not module.is_relative_to(root) or not test_file.is_relative_to(root):
+        return False
+    here, there = test_file.relative_to(root).parts, module.relative_to(root).parts
+    return len(there) == 1 or there[0] == here[0]
 
 
 def _bindings(tree: ast.Module, test_file: Path, root: Path) -> Iterator[tuple[str, Path, str | None]]:

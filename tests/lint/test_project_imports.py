@@ -172,7 +172,7 @@ def test_a_relative_import_from_the_package_is_followed(tmp_path: Path) -> None:
 
 
 def test_an_absolute_import_is_found_in_a_folder_above_up_to_the_project_root(tmp_path: Path) -> None:
-    root = project(tmp_path, {"helpers/gpu.py": HELPERS, "tests/unit/placeholder.txt": ""})
+    root = project(tmp_path, {"tests/helpers/gpu.py": HELPERS, "tests/unit/placeholder.txt": ""})
     test = root / "tests" / "unit" / "test_a.py"
     test.write_text(gated_test("assert gpu_name()", "from helpers.gpu import gpu_name"))
     assert project_root(test) == root.resolve()
@@ -180,6 +180,16 @@ def test_an_absolute_import_is_found_in_a_folder_above_up_to_the_project_root(tm
     # a module outside the project root is not the project's: not read
     outside = tmp_path.parent / f"{tmp_path.name}_outside.py"
     assert module_file(test, outside.stem, 0, root) is None
+
+
+def test_the_package_under_test_is_not_read(tmp_path: Path) -> None:
+    """``mylib/`` beside ``tests/`` is what the tests test (its CUDA branches follow the device
+    they are given), as an installed package is: not judged; a file at the root is."""
+    root = project(tmp_path, {"mylib/ops.py": HELPERS, "gpu_utils.py": HELPERS, "tests/x.txt": ""})
+    test = root / "tests" / "test_a.py"
+    test.write_text(gated_test("assert gpu_name() and name()",
+                               "from mylib.ops import gpu_name; from gpu_utils import gpu_name as name"))
+    assert set(cuda_only_imports(test).names) == {"name"}
 
 
 def test_torch_and_star_imports_are_not_followed(tmp_path: Path) -> None:
