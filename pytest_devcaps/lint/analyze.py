@@ -19,6 +19,7 @@ from pytest_devcaps.lint.imported_uses import ImportedNames, cuda_only_uses
 from pytest_devcaps.lint.items import Construct, Item, Residue, decide
 from pytest_devcaps.lint.libraries import (
     accelerator_only_calls,
+    device_index_checks,
     libraries,
     stray_cuda_strings,
 )
@@ -152,7 +153,8 @@ def _round(parsed: SourceFile, index: RegionIndex, held: dict[Span, str], kept: 
             construct.keep = "suppressed with # devcaps: allow"
     residues = [r for r in (i.residue for i in items) if r is not None] + libraries(parsed) \
         + accelerator_only_calls(parsed) + stray_cuda_strings(parsed, [i.span for i in items]) \
-        + _guarded_bindings(parsed, finder) + _dtypes_if_alone(parsed) + _external_residue(index, external) \
+        + _guarded_bindings(parsed, finder) + _dtypes_if_alone(parsed) + device_index_checks(parsed) \
+        + _external_residue(index, external) \
         + ([Residue(span, what) for span, what in cuda_only_uses(parsed, imported())] if finder.constructs else [])
     protected: list[Span] = []
     for construct in _innermost_first(finder.constructs, index):
@@ -161,7 +163,9 @@ def _round(parsed: SourceFile, index: RegionIndex, held: dict[Span, str], kept: 
         if own is not None or held_why is not None:
             construct.keep = own or held_why
         why = decide(construct, _residue(residues, construct, protected))
-        if why is not None and construct.restricts:
+        # a gate that stays for what it says itself (``skipif(torch.cuda.device_count() > 0)``:
+        # a bounded count no mark states) keeps its test as it was too
+        if why is not None and (construct.restricts or (construct.need.blockers and not construct.generic)):
             kept.setdefault(_identity(construct), why)
             protected.extend(construct.anchors if construct.anchors is not None else ())
     _keep_cuda_classes(finder, index, residues, protected)
@@ -344,8 +348,11 @@ def _held_regions(finder: Finder, index: RegionIndex, held: dict[Span, str],
         if isinstance(construct.anchor, (ast.FunctionDef, ast.AsyncFunctionDef)):
             spans = (*spans, *index.fixture_spans(construct.anchor), *_world_size_spans(index, construct.anchor))
         reason = f"its gate (line {construct.span.line}) stays: {why}"
-        if _lets_in_any_accelerator(construct):
+        if _lets_in_any_accelerator(construct) or not construct.restricts:
+            # the code runs on more than CUDA where the gate passes (``skip_if_lt_x_gpu``, a test
+            # of the no-GPU path): no edit is neutral there, in the helpers it calls neither
             reason = OpenHold(reason)
+            spans = (*spans, *(construct.region or ()))
         holds = [(span, reason) for span in spans]
         for gate in _defining(finder, construct, gate_uses):
             holds.append((index.source.span(gate.statement), OpenHold(
@@ -542,13 +549,34 @@ def _find(source: SourceFile, held: frozenset[Span] = frozenset()) -> Finder:
     finder.visit(source.tree)
     needing = {i.helper for i in finder.items if i.helper and i.fix is None and not i.suppressed
                and i.why == NO_DEVICE_HELPER}
-    if not needing:
-        return finder
-    threaded = threadable(source.tree, {n for n in needing if n}, finder.facts.local_gates,
-                          without_device=lambda node: any(within(source.span(node), h) for h in held))
-    finder = Finder(source, threaded, global_helpers=True)
-    finder.visit(source.tree)
+    threaded: frozenset[str] = frozenset()
+    if needing:
+        threaded = threadable(source.tree, {n for n in needing if n}, finder.facts.local_gates,
+                              without_device=lambda node: any(within(source.span(node), h) for h in held))
+        finder = Finder(source, threaded, global_helpers=True)
+        finder.visit(source.tree)
+    mixing = _mixing_tests(source, finder)
+    if mixing:
+        finder = Finder(source, threaded, global_helpers=bool(needing), global_tests=mixing)
+        finder.visit(source.tree)
     return finder
+
+
+def _mixing_tests(source: SourceFile, finder: Finder) -> frozenset[tuple[str, int]]:
+    """The pytest tests and fixtures whose region reaches code rewritten onto the module's
+    ``device_type`` (``P = partial(torch.zeros, device=device_type)``, a helper no test lends
+    its device): given the ``device`` fixture, their ``[cpu]`` copy would mix the CPU with the
+    accelerator that code picked, so they use ``device_type`` as well."""
+    spans = [i.span for i in finder.items if not i.suppressed and any(isinstance(e, EnsureDeviceType) for e in i.edits)]
+    if not spans or not finder.facts.pytest_only:
+        return frozenset()
+    index = RegionIndex(source)
+    candidates = [n for n in source.tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    candidates += [m for c in source.tree.body if isinstance(c, ast.ClassDef) for m in c.body
+                   if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    return frozenset((node.name, node.lineno) for node in candidates
+                     if (node.name.startswith("test") or node.name in index.fixtures)
+                     and any(within_any(span, index.of_function(node)) for span in spans))
 
 
 def _drop_spent_definitions(finder: Finder, items: list[Item], held: Mapping[Span, str]) -> None:

@@ -140,6 +140,9 @@ def cuda_call(host: Host, node: ast.Call, name: str) -> None:
         elif entry.module and context is not None and host.source.target == "torch":
             why = (f"torch has no mark for requires_capability('{entry.capability}') (the devices whose module "
                    f"has {parts[2]}): convert with --target devcaps")
+        elif parts[2:3] == ["current_device"] and context is not None and not context.source:
+            why = ("the test's device may be the CPU, whose current_device() is 'cpu', not an index "
+                   "(torch/cpu/__init__.py): decide what the index stands for there")
         elif parts[2:3] == ["get_device_capability"]:
             why = ("torch.accelerator.get_device_capability() returns supported dtypes, not (major, minor): "
                    "decide which capability the number stands for")
@@ -197,6 +200,8 @@ def _cuda_fix(host: Host, node: ast.Call, attr: str, entry: rules.CudaCall,
         return _guarded_statement(host, node, "torch.accelerator.empty_cache()")
     if entry.module and context is not None:
         return _module_function(host, node, attr, entry, context)
+    if attr == "current_device" and context is not None and not context.source:
+        return None  # an index on CUDA, the string 'cpu' on the CPU copy a fixture or parameter may be
     if attr in rules.CPU_MODULE_CALLS and context is not None:
         module = f"torch.get_device_module({context.expr('device')})"
         return (f"replaced by {module}.{attr}() (the device may be the CPU, where torch.accelerator raises)",

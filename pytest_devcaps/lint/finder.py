@@ -14,7 +14,8 @@ from pytest_devcaps.lint.constructs import GateReader, atom_item
 from pytest_devcaps.lint.gating import Atom, classify, deviceish, dotted, is_cuda_literal, last_name
 from pytest_devcaps.lint.items import Construct, Item
 from pytest_devcaps.lint.records import (
-    VALUE, AddParameter, DropDefault, Edit, EditCall, EnsureDeviceType, Hardware, RemoveUnusedImport, ReplaceExpr, Span,
+    VALUE, AddParameter, DropDefault, Edit, EditCall, EnsureDeviceType, Hardware, RemoveUnusedImport, ReplaceExpr,
+    ScopeKey, Span,
 )
 from pytest_devcaps.lint.scopes import DeviceContext, ModuleFacts, Scope, class_scope, function_scope, module_scope
 from pytest_devcaps.lint.source import SourceFile
@@ -24,13 +25,15 @@ NO_DEVICE = {
                 "class, or use torch.accelerator.current_accelerator(check_available=True)",
     "module": "module-level code runs before a device is chosen: move it into a test or a fixture",
     "class": "class-level code runs before a device is chosen: move it into a test or a fixture",
+    "head": "a decorator or a default value runs where the function is defined, before any device is "
+            "chosen: move it into the function body, which can take the device",
 }
 NO_DEVICE_HELPER = "a helper without a device: give it a `device` parameter and pass the test's device"
 
 
 class Finder(ast.NodeVisitor):
     def __init__(self, source: SourceFile, threaded: frozenset[str] = frozenset(),
-                 global_helpers: bool = False) -> None:
+                 global_helpers: bool = False, global_tests: frozenset[ScopeKey] = frozenset()) -> None:
         self.source = source
         self.facts = ModuleFacts(source.tree)
         self.items: list[Item] = []
@@ -42,7 +45,7 @@ class Finder(ast.NodeVisitor):
         self.expressions: list[Construct] = []
         self.statements: list[ast.stmt] = []
         self.scopes = [module_scope(source.tree, self.facts, threaded, global_helpers,
-                                    fixtureless=source.target == "torch")]
+                                    fixtureless=source.target == "torch", global_tests=global_tests)]
         self.threaded = threaded
         self.plumbing: list[Edit] = []  # callers passing device= to threaded helpers
         # only_for="cuda" rewritten to except_for="cpu": (its finding, the class it instantiates)
@@ -67,6 +70,8 @@ class Finder(ast.NodeVisitor):
             blocks: bool | None = None, span: Span | None = None) -> Item:
         """A finding at ``node`` (or at ``span``, where the line a reader looks for differs)."""
         span = span or self.source.span(node)
+        if self.scope.kind == "head":  # a CUDA autocast or scaler wrapping a helper: what it does stays CUDA's
+            blocks = True
         item = Item(span, code, message, use, hardware,
                     blocks_cpu=rules.RULES[code].blocks_cpu if blocks is None else blocks,
                     suppressed=self.source.allowed(span.line, code), helper=self.helper())
@@ -206,10 +211,24 @@ class Finder(ast.NodeVisitor):
         device_type_class = isinstance(parent, ast.ClassDef) and parent.name in self.facts.instantiated
         self.items.extend(self.gates.decorators(node, scope, device_type_class))
         self.gates.body_skips(node, scope)
-        self.scopes.append(scope)
+        self.scopes.append(Scope("head", None, node, None, parent=scope))
+        for head in self._head(node):  # evaluated where the function is defined: no device there
+            self.visit(head)
+        self.scopes[-1] = scope
         self._defaults(node, scope)
-        self.generic_visit(node)
+        for statement in node.body:
+            self.visit(statement)
         self.scopes.pop()
+
+    @staticmethod
+    def _head(node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.AST]:
+        """The decorators, default values and annotations of ``node``."""
+        args = node.args
+        annotations = [a.annotation for a in [*args.posonlyargs, *args.args, *args.kwonlyargs,
+                                              *(x for x in (args.vararg, args.kwarg) if x is not None)]
+                       if a.annotation is not None]
+        return [*node.decorator_list, *args.defaults, *(d for d in args.kw_defaults if d is not None),
+                *annotations, *([node.returns] if node.returns is not None else [])]
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
@@ -227,6 +246,17 @@ class Finder(ast.NodeVisitor):
                 item.fixed("default dropped: the parameter is the device fixture", DropDefault(scope.key, "device"))
             else:
                 item.why = NO_DEVICE_HELPER
+
+    def _asserted(self, node: ast.AST) -> bool:
+        """``node`` is part of what an ``assert`` / ``self.assert*(...)`` statement checks."""
+        for statement in self.statements:
+            checked = statement.test if isinstance(statement, ast.Assert) else statement.value if (
+                isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)
+                and isinstance(statement.value.func, ast.Attribute)
+                and statement.value.func.attr.startswith("assert")) else None
+            if checked is not None and any(n is node for n in ast.walk(checked)):
+                return True
+        return False
 
     # -- gates -----------------------------------------------------------------------------
 
@@ -259,6 +289,9 @@ class Finder(ast.NodeVisitor):
                        EditCall(self.source.span(count), func="torch.accelerator.device_count"))
         else:
             item.why = "a gate outside a skip decorator or skip statement; ask devcaps.has(...) at run time"
+            # left as it is: a device check an assertion makes (``assert all(t.device.type ==
+            # "cuda" for t in ts)``) fails off CUDA once the test around it is widened
+            item.blocks_cpu = item.blocks_cpu or self._asserted(atom.node)
 
     def visit_Compare(self, node: ast.Compare) -> None:
         operands = (node.left, *node.comparators)

@@ -114,3 +114,27 @@ def stray_cuda_strings(source: SourceFile, covered: list[Span]) -> list[Residue]
                 assert isinstance(node, ast.Constant)
                 found.append(Residue(span, f"{node.value!r}, a CUDA device no rewrite takes"))
     return found
+
+
+def device_index_checks(source: SourceFile) -> list[Residue]:
+    """``m.weight.get_device() == 0`` / ``x.device.index == 1``: a device index is CUDA's here
+    (the CPU's is -1 / None), so code that compares with one stays CUDA's."""
+    if "get_device" not in source.text and ".index" not in source.text:
+        return []
+    found = []
+    for node in ast.walk(source.tree):
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
+            pair = (node.left, node.comparators[0])
+            if any(_device_index(a) and isinstance(b, ast.Constant) and type(b.value) is int and b.value >= 0
+                   for a, b in (pair, pair[::-1])):
+                found.append(Residue(source.span(node), f"`{source.segment(node)}` compares with a CUDA device index"))
+    return found
+
+
+def _device_index(node: ast.AST) -> bool:
+    """``x.get_device()`` or ``x.device.index``."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get_device" \
+            and not node.args and not node.keywords:
+        return True
+    return isinstance(node, ast.Attribute) and node.attr == "index" and isinstance(node.value, ast.Attribute) \
+        and node.value.attr == "device"

@@ -202,6 +202,8 @@ class RegionIndex:
                 found.setdefault(id(call), call)  # the values the test (or fixture) runs with
             elif isinstance(target, ast.Name) and target.id in self.functions:
                 self._reach(self.functions[target.id], None, found)  # a wrapper the file defines runs it
+            if not entry:  # a helper's decorator wraps what the test calls (``@torch.cuda.amp.autocast()``)
+                found.setdefault(id(decorator), decorator)
         for child in (n for statement in node.body for n in ast.walk(statement)):  # not its decorators
             if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Load) and child.id in self.values:
                 value = self.values[child.id]
@@ -265,8 +267,9 @@ class RegionIndex:
         return self._spans(statement.body)
 
     def _callers(self, statement: ast.stmt) -> tuple[Span, ...]:
-        """A skip (or raise) in a helper ends the tests that call it: what runs in each caller
-        (and in the callers of a calling helper) is what the skip guards
+        """A skip (or raise) in a helper ends the tests that call it, in a fixture the tests that
+        request it: what runs in each caller (and in the callers of a calling helper or fixture)
+        is what the skip guards
         (``_skip_if_no_cuda()`` first, then ``torch.cuda.get_device_name()`` in the test)."""
         functions = [n for n in ast.walk(self.source.tree) if isinstance(n, Function)]
         helper = next((f for f in functions if f.name and not f.name.startswith("test")
@@ -279,12 +282,23 @@ class RegionIndex:
                 continue
             seen.add(id(current))
             for caller in functions:
-                if caller is not current and any(isinstance(n, ast.Call) and _calls(n.func, current.name)
-                                                 for n in ast.walk(caller)):
+                if caller is not current and (any(isinstance(n, ast.Call) and _calls(n.func, current.name)
+                                                  for n in ast.walk(caller)) or self._requests(caller, current)):
                     self._reach(caller, self.class_of.get(id(caller)), found, entry=True)
                     if not caller.name.startswith("test"):
                         pending.append(caller)
         return self._spans(found.values())
+
+    def _requests(self, caller: ast.FunctionDef | ast.AsyncFunctionDef,
+                  fixture: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+        """``caller`` (a test or fixture) gets ``fixture``: a skip in the fixture skips it too."""
+        if fixture_scope(fixture) is None:
+            return False
+        if _autouse(fixture):
+            return caller.name.startswith("test")
+        cls = self.class_of.get(id(caller))
+        wanted = parameters(caller) + _usefixtures(caller) + (_usefixtures(cls) if cls is not None else [])
+        return _fixture_name(fixture) in wanted
 
     def block_of(self, statement: ast.stmt) -> Sequence[ast.stmt]:
         """The statement list ``statement`` belongs to."""

@@ -15,7 +15,7 @@ from pytest_devcaps.lint import rules
 from pytest_devcaps.lint.gating import LocalGate, is_cuda_literal, last_name, local_gates
 from pytest_devcaps.lint.records import ScopeKey
 
-Kind = Literal["module", "class", "test", "fixture", "function", "testcase", "method", "nested"]
+Kind = Literal["module", "class", "test", "fixture", "function", "testcase", "method", "nested", "head"]
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,9 @@ class Scope:
         self.global_helpers: bool = parent.global_helpers if parent is not None else False
         # ``--target torch``: no plugin fixtures; tests and fixtures use the module's device_type too
         self.fixtureless: bool = parent.fixtureless if parent is not None else False
+        # tests and fixtures that reach code using the module's device_type: they use it too (given
+        # the fixture, their [cpu] copy would mix the CPU with the accelerator that code picked)
+        self.global_tests: frozenset[ScopeKey] = parent.global_tests if parent is not None else frozenset()
         self.instantiated = False  # a class instantiate_device_type_tests generates
 
     @property
@@ -393,7 +396,7 @@ def function_scope(node: ast.FunctionDef | ast.AsyncFunctionDef, parent: Scope) 
 def _function_context(node: ast.FunctionDef | ast.AsyncFunctionDef, kind: Kind, params: list[str],
                       key: ScopeKey, parent: Scope) -> DeviceContext | None:
     """How code in the function names its device (None: not decided yet, see ``global_helpers``)."""
-    if kind in ("test", "fixture") and parent.fixtureless:
+    if kind in ("test", "fixture") and (parent.fixtureless or key in parent.global_tests):
         if "device" in params:  # a parametrized device (or a fixture of the file's own): use it
             return DeviceContext(None, False, mark_owner=key if kind == "test" else None)
         return replace(GLOBAL, mark_owner=key if kind == "test" else None)
@@ -450,7 +453,8 @@ def class_scope(node: ast.ClassDef, parent: Scope, instantiated: bool = False) -
 
 
 def module_scope(tree: ast.Module, facts: ModuleFacts, threaded: frozenset[str] = frozenset(),
-                 global_helpers: bool = False, fixtureless: bool = False) -> Scope:
+                 global_helpers: bool = False, fixtureless: bool = False,
+                 global_tests: frozenset[ScopeKey] = frozenset()) -> Scope:
     """The module's scope; ``threaded`` helpers get a ``device`` parameter from their callers,
     the others (with ``global_helpers``, or in a file with TestCase classes) use the module's
     ``device_type``. ``fixtureless`` (``--target torch``, whose output runs without this
@@ -462,4 +466,5 @@ def module_scope(tree: ast.Module, facts: ModuleFacts, threaded: frozenset[str] 
     scope.threaded = threaded
     scope.global_helpers = global_helpers or fixtureless or not facts.pytest_only
     scope.fixtureless = fixtureless
+    scope.global_tests = global_tests
     return scope

@@ -1764,3 +1764,131 @@ def test_without_the_cuda_only_library_the_spawned_test_is_widened() -> None:
     out = fix(source)
     assert "@pytest.mark.requires_devices(2)\ndef test_spawned():" in out
     assert left(source) == []
+
+
+# -- a second hostile sweep (issue 27): each a minimal input of our own -------------------------
+
+def test_a_helper_decorated_with_cuda_autocast_keeps_the_gates_of_its_callers() -> None:
+    """``@torch.cuda.amp.autocast(dtype=torch.bfloat16)`` on a helper runs where the helper is
+    defined: it cannot take a ``device`` parameter (a NameError at import), and off CUDA it
+    casts nothing, so a widened caller asserting bf16 failed on emu."""
+    source = """\
+        import pytest
+        import torch
+
+
+        @torch.cuda.amp.autocast(dtype=torch.bfloat16)
+        def mm_bf16(a, b):
+            return a @ b
+
+
+        @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+        def test_bf16():
+            a = torch.randn(8, 8, device="cuda")
+            assert mm_bf16(a, a).dtype == torch.bfloat16
+        """
+    out = fix(source)
+    assert "@torch.cuda.amp.autocast(dtype=torch.bfloat16)" in out and "device)" not in out.split("def test")[0]
+    assert 'reason="needs CUDA"' in out
+    assert any("a decorator or a default value runs where the function is defined" in f for f in left(source))
+
+
+def test_a_cuda_default_argument_is_not_given_the_helpers_device() -> None:
+    """``def make(n, device=torch.device("cuda"))`` became ``device=torch.device(device)``: a
+    NameError at import, on CUDA too."""
+    source = """\
+        import pytest
+        import torch
+
+
+        def make_batch(n, device=torch.device("cuda")):
+            return torch.arange(n, dtype=torch.float32, device=device)
+
+
+        @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA not available")
+        def test_default_device():
+            assert make_batch(4).is_cuda
+        """
+    assert unchanged(source)
+    ast.parse(fix(source))
+
+
+def test_current_device_under_the_device_fixture_stays() -> None:
+    """``torch.cuda.current_device()`` is an index on CUDA; on the ``[cpu]`` copy the fixture
+    gives, ``torch.get_device_module(device).current_device()`` is the string 'cpu'."""
+    source = """\
+        import pytest
+        import torch
+
+
+        @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA unavailable")
+        def test_index():
+            out = torch.ones(2).cuda()
+            assert out.device.index == torch.cuda.current_device()
+        """
+    assert unchanged(source)
+    assert any("current_device() is 'cpu', not an index" in f for f in left(source))
+
+
+@pytest.mark.parametrize("check", ["m.weight.get_device() == 0", "m.weight.device.index == 0",
+                                   "all(t.device.type == 'cuda' for t in m.parameters())"])
+def test_an_assertion_only_cuda_passes_keeps_the_gate(check: str) -> None:
+    """A device index (-1 / None on the CPU) or a device-type check inside a generator: the
+    ``[cpu]`` copy of a widened test fails it."""
+    source = f"""\
+        import pytest
+        import torch
+
+
+        @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA unavailable")
+        def test_moved():
+            m = torch.nn.Linear(3, 3).cuda()
+            assert {check}
+        """
+    assert unchanged(source)
+
+
+def test_a_skip_in_a_fixture_holds_the_tests_that_request_it() -> None:
+    """The fixture's gate stays (it sets CUDA as the default device); the tests requesting it
+    are skipped by it, so they are held as they were: no ``device`` parameter, no rewritten
+    assertion (their ``[cpu]`` copy failed on a CUDA machine)."""
+    source = """\
+        import pytest
+        import torch
+
+
+        @pytest.fixture
+        def on_gpu():
+            if not torch.cuda.is_available():
+                pytest.skip("CUDA not available")
+            torch.set_default_device("cuda")
+            yield
+            torch.set_default_device("cpu")
+
+
+        def test_factory(on_gpu):
+            assert torch.ones(3).device.type == "cuda"
+        """
+    assert unchanged(source)
+
+
+def test_a_test_reading_module_code_on_device_type_uses_device_type_too() -> None:
+    """``P = partial(torch.zeros, device="cuda")`` at module level takes the module's
+    ``device_type``; a test reading it given the ``device`` fixture compared the accelerator
+    with its ``[cpu]`` copy's CPU. It now skips without an accelerator and uses ``device_type``."""
+    out = fix("""\
+        import functools
+
+        import pytest
+        import torch
+
+        make_gpu = functools.partial(torch.zeros, device="cuda")
+
+
+        @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA missing")
+        def test_partial_zeros():
+            z = make_gpu(3, 3)
+            assert z.device.type == "cuda"
+        """)
+    assert "def test_partial_zeros():" in out and "(device)" not in out
+    assert "torch.accelerator.is_available()" in out and "z.device.type == device_type" in out

@@ -39,10 +39,10 @@ TWO_TESTS = textwrap.dedent('''\
     @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
     def test_primary_context():
         x = torch.ones(2).cuda()
-        assert x.get_device() == 0
+        assert str(x.device) != "cpu"
 ''')
-# test_primary_context asserts a CUDA fact the lint cannot see (a CPU tensor's get_device() is
-# -1): converted, it fails on the CPU; --verify undoes it.
+# test_primary_context asserts a fact of every accelerator the lint cannot see (the tensor is not
+# on the CPU): converted, its [cpu] copy fails on the CPU; --verify undoes it.
 
 # test_kind holds only on the CPU and CUDA: converted, its emu copy fails (and only there).
 HELPER_GUARD = textwrap.dedent('''\
