@@ -24,15 +24,26 @@ def conftest_paths(test_file: Path) -> list[Path]:
     """The ``conftest.py`` files pytest would load for ``test_file``, nearest first (up to the
     project root: the first folder with a pyproject.toml, setup.cfg, tox.ini, pytest.ini or .git)."""
     found: list[Path] = []
-    folder = test_file.resolve().parent
+    folder, root = test_file.resolve().parent, project_root(test_file)
     for _ in range(MAX_LEVELS):
         candidate = folder / "conftest.py"
         if candidate.is_file() and candidate != test_file.resolve():
             found.append(candidate)
-        if any((folder / marker).exists() for marker in ROOT_MARKERS) or folder.parent == folder:
+        if folder == root:
             break
         folder = folder.parent
     return found
+
+
+def project_root(test_file: Path) -> Path:
+    """The first folder up from ``test_file`` with a project marker (``ROOT_MARKERS``), or the
+    filesystem root, or the folder ``MAX_LEVELS`` up."""
+    folder = test_file.resolve().parent
+    for _ in range(MAX_LEVELS):
+        if any((folder / marker).exists() for marker in ROOT_MARKERS) or folder.parent == folder:
+            return folder
+        folder = folder.parent
+    return folder
 
 
 def cuda_only_fixtures(test_file: Path) -> dict[str, str]:

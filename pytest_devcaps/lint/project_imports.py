@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping
 
-from pytest_devcaps.lint.conftests import MAX_LEVELS, ROOT_MARKERS
+from pytest_devcaps.lint.conftests import MAX_LEVELS, project_root
 from pytest_devcaps.lint.imported_uses import ImportedNames, reference
 from pytest_devcaps.lint.libraries import libraries
 from pytest_devcaps.lint.records import Span
@@ -39,15 +39,6 @@ from pytest_devcaps.lint.source import Point, SourceFile, parse_source, read_tex
 
 NOT_THE_PROJECT = frozenset({"torch"})
 HOOKS = "<hooks>"  # the member that stands for a class's hooks (what every test of a deriving class runs)
-
-
-def project_root(test_file: Path) -> Path:
-    folder = test_file.resolve().parent
-    for _ in range(MAX_LEVELS):
-        if any((folder / marker).exists() for marker in ROOT_MARKERS) or folder.parent == folder:
-            return folder
-        folder = folder.parent
-    return folder
 
 
 def module_file(test_file: Path, module: str | None, level: int, root: Path) -> Path | None:
@@ -98,7 +89,7 @@ def _bindings(tree: ast.Module, test_file: Path, root: Path) -> Iterator[tuple[s
                 bound = alias.asname or alias.name
                 sub = module_file(test_file, f"{node.module}.{alias.name}" if node.module else alias.name,
                                   node.level, root)
-                if sub is not None and (source is None or sub.name != "__init__.py" or sub != source):
+                if sub is not None:
                     yield bound, sub, None  # ``from pkg import helpers``: a module
                 elif source is not None:
                     yield bound, source, alias.name
